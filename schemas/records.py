@@ -1,0 +1,42 @@
+"""Records tribunal writes."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from schemas.common import Cause, Record
+
+
+class AppMetrical(Record):
+    """A validated `app-metrical` command, normalised: the intake's output (topic `app-metricals`).
+
+    `app` keeps the producer's spelling; matching is case-insensitive downstream (SPEC §1).
+    """
+
+    type: Literal["AppMetrical"] = "AppMetrical"
+    pool: str
+    seq: int = Field(ge=1, description="1, 2, ... per pool")
+    cause: Cause
+    channel: str
+    app: str
+    metrical: float = Field(ge=0, le=100)
+
+
+class DeadLetter(Record):
+    """An input record that failed validation, kept whole on `<topic>.dlq` with the reason.
+
+    The original bytes are carried as base64 (always) and as text (when they are UTF-8), so an
+    operator can read them and a tool can re-publish them unchanged.
+    """
+
+    type: Literal["DeadLetter"] = "DeadLetter"
+    key: str = Field(description="The pool the record was addressed to, as far as it could be read")
+    seq: int = Field(ge=1, description="1, 2, ... per key on this dead-letter topic")
+    cause: Cause
+    reason_code: str
+    reason: str
+    original_key_b64: str | None
+    original_value_b64: str | None
+    original_value: str | None = Field(description="The original value decoded as UTF-8, if it is")

@@ -1,0 +1,222 @@
+"""The `tribunal` command line: infrastructure, topics, the worker, and producing/following records.
+
+Every failure tribunal anticipates is a `TribunalError`, printed as one line on stderr with exit
+status 1; settings come from flags, then `TRIBUNAL_*` / `KAFKA_BOOTSTRAP` environment variables.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from streams.errors import TribunalError
+from streams.settings import Settings
+
+cli = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
+                  help="tribunal: an event-sourced control plane for elastic scheduling.")
+infra_cli = typer.Typer(no_args_is_help=True, help="Run a real Kafka + ZooKeeper on 127.0.0.1 (no Docker).")
+topics_cli = typer.Typer(no_args_is_help=True, help="Create and list tribunal's topics.")
+cli.add_typer(infra_cli, name="infra")
+cli.add_typer(topics_cli, name="topics")
+
+BOOTSTRAP_HELP = "Kafka bootstrap servers (default: $TRIBUNAL_KAFKA_BOOTSTRAP, $KAFKA_BOOTSTRAP, 127.0.0.1:9092)"
+Bootstrap = Annotated[str | None, typer.Option("--bootstrap", "-b", help=BOOTSTRAP_HELP)]
+Prefix = Annotated[str | None, typer.Option("--topic-prefix", help="Prefix of every topic name")]
+
+
+def _settings(**overrides: Any) -> Settings:
+    return Settings(**{k: v for k, v in overrides.items() if v is not None})
+
+
+# -- infra ------------------------------------------------------------------------------------
+Brokers = Annotated[int, typer.Option("--brokers", min=1, max=9, help="Brokers in the KRaft cluster")]
+Home = Annotated[Path | None, typer.Option("--home", help="Data, logs and pid files (default .tribunal/)")]
+KafkaPort = Annotated[int | None, typer.Option("--kafka-port", help="First broker's port")]
+ControllerPort = Annotated[int | None, typer.Option("--controller-port", help="First controller's port")]
+ZkPort = Annotated[int | None, typer.Option("--zk-port", help="ZooKeeper's client port")]
+
+
+def _cluster(brokers: int, home: Path | None, kafka_port: int | None, controller_port: int | None,
+             zk_port: int | None) -> Any:
+    import dataclasses
+
+    from streams.infra import Cluster, Topology
+
+    topology = Topology.default(brokers, home.resolve() if home else None)
+    changes = {k: v for k, v in {"kafka_port": kafka_port, "controller_port": controller_port,
+                                  "zk_port": zk_port}.items() if v is not None}
+    return Cluster(dataclasses.replace(topology, **changes))
+
+
+@infra_cli.command("install")
+def infra_install() -> None:
+    """Resolve the Kafka and ZooKeeper jars from Maven Central into infra/lib (once)."""
+    from streams.infra.install import install_jars, resolved_versions
+
+    fetched = install_jars()
+    versions = ", ".join(f"{k} {v}" for k, v in resolved_versions().items())
+    typer.echo(("installed: " if fetched else "up to date: ") + versions)
+
+
+@infra_cli.command("up")
+def infra_up(brokers: Brokers = 1, home: Home = None, kafka_port: KafkaPort = None,
+             controller_port: ControllerPort = None, zk_port: ZkPort = None) -> None:
+    """Start ZooKeeper and the broker(s); harmless when they already run."""
+    cluster = _cluster(brokers, home, kafka_port, controller_port, zk_port)
+    timings = cluster.up()
+    for name, seconds in timings.items():
+        typer.echo(f"{name:<10} " + (f"started in {seconds:.1f}s" if seconds else "already running"))
+    typer.echo(f"kafka:     {cluster.topology.bootstrap}")
+    typer.echo(f"zookeeper: {cluster.topology.zookeeper_hosts}")
+    typer.echo(f"logs:      {cluster.log_dir}")
+
+
+@infra_cli.command("down")
+def infra_down(brokers: Brokers = 1, home: Home = None, kafka_port: KafkaPort = None,
+               controller_port: ControllerPort = None, zk_port: ZkPort = None,
+               purge: Annotated[bool, typer.Option(help="Also delete data and logs")] = False) -> None:
+    """Stop the brokers, then ZooKeeper, and wait until their ports are free."""
+    cluster = _cluster(brokers, home, kafka_port, controller_port, zk_port)
+    stopped = cluster.down()
+    typer.echo("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
+    if purge:
+        cluster.purge()
+        typer.echo(f"purged:  {cluster.topology.home}")
+
+
+@infra_cli.command("status")
+def infra_status(brokers: Brokers = 1, home: Home = None, kafka_port: KafkaPort = None,
+                 controller_port: ControllerPort = None, zk_port: ZkPort = None) -> None:
+    """Show each server's pid, port and resident memory; exit 1 unless all are up."""
+    cluster = _cluster(brokers, home, kafka_port, controller_port, zk_port)
+    rows = cluster.status()
+    for s in rows:
+        rss = f"{s.rss_kb / 1024:.0f} MiB" if s.rss_kb else "-"
+        state = "up" if s.alive and s.listening else ("starting" if s.alive else "down")
+        typer.echo(f"{s.name:<10} {state:<9} pid={s.pid or '-':<8} port={s.port:<6} rss={rss}")
+    if not all(s.alive and s.listening for s in rows):
+        raise typer.Exit(1)
+
+
+# -- topics -----------------------------------------------------------------------------------
+@topics_cli.command("create")
+def topics_create(bootstrap: Bootstrap = None, topic_prefix: Prefix = None,
+                  partitions: Annotated[int | None, typer.Option(min=1)] = None) -> None:
+    """Create every missing tribunal topic with its partitions and cleanup policy."""
+    from streams.topics import create_topics
+
+    settings = _settings(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix, partitions=partitions)
+    made = create_topics(settings)
+    typer.echo("created: " + (", ".join(made) if made else "nothing (all exist)"))
+
+
+@topics_cli.command("list")
+def topics_list(topic_prefix: Prefix = None) -> None:
+    """Print the topics tribunal uses, with their cleanup policy."""
+    from streams.topics import catalogue
+
+    for spec in catalogue(_settings(topic_prefix=topic_prefix)):
+        typer.echo(f"{spec.name:<32} {spec.config()['cleanup.policy']}")
+
+
+# -- worker -----------------------------------------------------------------------------------
+@cli.command("worker")
+def worker(bootstrap: Bootstrap = None, topic_prefix: Prefix = None,
+           app_id: Annotated[str | None, typer.Option(help="Faust app id (consumer group)")] = None,
+           web_port: Annotated[int | None, typer.Option(help="Port of the worker's web endpoint")] = None,
+           data_dir: Annotated[Path | None, typer.Option(help="Where table state is kept")] = None,
+           partitions: Annotated[int | None, typer.Option(min=1)] = None,
+           log_level: Annotated[str | None, typer.Option()] = None) -> None:
+    """Run the Faust worker in the foreground (creates missing topics first)."""
+    settings = _settings(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix, app_id=app_id,
+                         web_port=web_port, data_dir=data_dir, partitions=partitions, log_level=log_level)
+    _run_worker(settings)
+
+
+def _run_worker(settings: Settings) -> None:
+    import faust
+
+    from streams.app import create_app
+    from streams.topics import create_topics
+
+    create_topics(settings)
+    app = create_app(settings)
+    faust.Worker(app, loglevel=settings.log_level, logfile=None).execute_from_commandline()
+
+
+@cli.command("run")
+def run() -> None:
+    """Start the local Kafka + ZooKeeper (if needed) and the worker: the embedded default."""
+    from streams.infra import Cluster, Topology
+
+    cluster = Cluster(Topology.default())
+    cluster.up()
+    settings = Settings()
+    typer.echo(f"kafka {cluster.topology.bootstrap} and zookeeper {cluster.topology.zookeeper_hosts} are up.\n"
+               "In another shell, send a metric and watch it come out:\n"
+               "  .venv/bin/tribunal metric ats 90 --pool pool-a\n"
+               "  .venv/bin/tribunal tail app-metricals --from-beginning\n"
+               "Stop with Ctrl-C, then `make down`.", err=True)
+    _run_worker(settings)
+
+
+# -- producing and following ------------------------------------------------------------------
+@cli.command("metric")
+def metric(app: Annotated[str, typer.Argument(help="App name, e.g. ats")],
+           value: Annotated[float, typer.Argument(help="Load score in [0, 100]")],
+           pool: Annotated[str, typer.Option(help="Pool id (the record key)")] = "default",
+           channel: Annotated[str, typer.Option(help="plugin_decider or plugin_justice")] = "plugin_decider",
+           bootstrap: Bootstrap = None, topic_prefix: Prefix = None) -> None:
+    """Publish one `app-metrical` command in the seed's envelope."""
+    from streams.io import envelope, produce
+
+    settings = _settings(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
+    topic = settings.topic(channel)
+    meta = produce(settings, topic, pool.encode(), envelope(app, value, channel))
+    typer.echo(f"sent to {topic}[{meta[0]}]@{meta[1]}: {app}={value:g} (pool {pool})")
+
+
+@cli.command("tail")
+def tail(topic: Annotated[str, typer.Argument(help="Topic name, without the prefix")],
+         as_json: Annotated[bool, typer.Option("--json", help="JSON lines (the replay file format)")] = False,
+         from_beginning: Annotated[bool, typer.Option("--from-beginning")] = False,
+         max_records: Annotated[int | None, typer.Option("--max", help="Stop after this many")] = None,
+         idle_timeout: Annotated[float | None, typer.Option(help="Stop after this many quiet seconds")] = None,
+         bootstrap: Bootstrap = None, topic_prefix: Prefix = None) -> None:
+    """Follow a topic (read_committed) and print its records as a table or JSON lines."""
+    from streams.io import follow
+
+    settings = _settings(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
+    name = settings.topic(topic)
+    if not as_json:
+        typer.echo(f"{'partition':>9} {'offset':>8}  {'time':<19}  {'key':<12} value")
+    for row in follow(settings, name, from_beginning, max_records, idle_timeout):
+        if as_json:
+            typer.echo(json.dumps(row, sort_keys=True, separators=(",", ":")))
+        else:
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(row["timestamp"] / 1000))
+            value = row["value"] if isinstance(row["value"], str) else json.dumps(row["value"], sort_keys=True)
+            typer.echo(f"{row['partition']:>9} {row['offset']:>8}  {stamp:<19}  {row['key'] or '-':<12} {value}")
+        sys.stdout.flush()
+
+
+def main() -> None:
+    try:
+        cli()
+    except TribunalError as e:
+        typer.echo(f"tribunal: {e}", err=True)
+        raise SystemExit(1) from None
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    except (TimeoutError, OSError) as e:
+        typer.echo(f"tribunal: {type(e).__name__}: {e}", err=True)
+        raise SystemExit(1) from None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,412 @@
+"""Supervising a local ZooKeeper server and a KRaft Kafka cluster as plain `java` processes.
+
+Each server runs detached in its own session, with a pid file, a log file and a data directory
+under the topology's `home`; `up` is idempotent (a live server is left alone, formatted storage is
+kept) and `down` waits until every process has exited and every port is free, so a later `up` or
+another test run never trips over a leftover.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from streams.errors import InfraError
+from streams.infra.install import install_jars
+from streams.infra.paths import default_home, infra_dir, lib_dir
+
+LOOPBACK = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Ports, sizes and the data directory of one local stack (ZooKeeper + N brokers).
+
+    Broker i (0-based) listens on `kafka_port + i` and runs its KRaft controller on
+    `controller_port + i`; every broker is also a controller, so 3 brokers form a real quorum.
+    """
+
+    home: Path
+    brokers: int = 1
+    kafka_port: int = 9092
+    controller_port: int = 19093
+    zk_port: int = 2181
+    broker_heap_mb: int = 384
+    zk_heap_mb: int = 128
+
+    @classmethod
+    def default(cls, brokers: int = 1, home: Path | None = None) -> Topology:
+        """The single-broker stack on the well-known ports, or an N-broker cluster beside it."""
+        base = home or default_home()
+        if brokers == 1:
+            return cls(home=base)
+        return cls(home=base.parent / f"{base.name}-b{brokers}", brokers=brokers,
+                   kafka_port=9192, controller_port=19192, zk_port=2182)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"{LOOPBACK}:{self.kafka_port + i}" for i in range(self.brokers))
+
+    @property
+    def zookeeper_hosts(self) -> str:
+        return f"{LOOPBACK}:{self.zk_port}"
+
+    def ports(self) -> list[int]:
+        kafka = [self.kafka_port + i for i in range(self.brokers)]
+        controllers = [self.controller_port + i for i in range(self.brokers)]
+        return [self.zk_port, *kafka, *controllers]
+
+
+def broker_properties(topology: Topology, index: int) -> dict[str, str]:
+    """server.properties of broker `index`: combined broker+controller in KRaft mode.
+
+    Internal topics get a replication factor no larger than the cluster, so transactions (and
+    therefore exactly-once) work on a single broker; with 3 brokers they get 3 replicas and
+    min.insync.replicas 2, as a production cluster would.
+    """
+    n = topology.brokers
+    voters = ",".join(f"{i + 1}@{LOOPBACK}:{topology.controller_port + i}" for i in range(n))
+    rf = min(3, n)
+    isr = min(2, n)
+    port = topology.kafka_port + index
+    cport = topology.controller_port + index
+    return {
+        "process.roles": "broker,controller",
+        "node.id": str(index + 1),
+        "controller.quorum.voters": voters,
+        "listeners": f"PLAINTEXT://{LOOPBACK}:{port},CONTROLLER://{LOOPBACK}:{cport}",
+        "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{port}",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "log.dirs": str(topology.home / f"kafka-{index + 1}" / "data"),
+        "num.network.threads": "2",
+        "num.io.threads": "4",
+        "num.partitions": "1",
+        "default.replication.factor": str(rf),
+        "min.insync.replicas": str(isr),
+        "offsets.topic.replication.factor": str(rf),
+        "offsets.topic.num.partitions": "10",
+        "transaction.state.log.replication.factor": str(rf),
+        "transaction.state.log.min.isr": str(isr),
+        "transaction.state.log.num.partitions": "10",
+        "group.initial.rebalance.delay.ms": "0",
+        "auto.create.topics.enable": "true",
+    }
+
+
+def zookeeper_config(topology: Topology) -> dict[str, str]:
+    """zoo.cfg of the standalone ZooKeeper server (no admin server: it would take port 8080)."""
+    return {
+        "tickTime": "2000",
+        "initLimit": "10",
+        "syncLimit": "5",
+        "dataDir": str(topology.home / "zookeeper" / "data"),
+        "clientPort": str(topology.zk_port),
+        "clientPortAddress": LOOPBACK,
+        "maxClientCnxns": "0",
+        "admin.enableServer": "false",
+        "4lw.commands.whitelist": "ruok,srvr,stat",
+    }
+
+
+def _write_properties(path: Path, props: dict[str, str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+
+
+@dataclass(frozen=True)
+class Server:
+    name: str
+    main_class: str
+    config: Path
+    heap_mb: int
+    port: int
+
+
+@dataclass
+class ServerStatus:
+    name: str
+    pid: int | None
+    port: int
+    alive: bool
+    listening: bool
+    rss_kb: int | None = None
+
+
+def _port_open(port: int, host: str = LOOPBACK) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.5)
+        return s.connect_ex((host, port)) == 0
+
+
+def _zk_ruok(port: int) -> bool:
+    try:
+        with socket.create_connection((LOOPBACK, port), timeout=1.0) as s:
+            s.sendall(b"ruok")
+            return s.recv(16) == b"imok"
+    except OSError:
+        return False
+
+
+async def _kafka_brokers(bootstrap: str) -> int:
+    from aiokafka.client import AIOKafkaClient  # the shell may use aiokafka; imported lazily
+
+    client = AIOKafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=3000)
+    try:
+        await client.bootstrap()
+        return len(client.cluster.brokers())
+    finally:
+        await client.close()
+
+
+def kafka_broker_count(bootstrap: str) -> int:
+    """How many brokers the cluster's metadata lists (0 when it does not answer)."""
+    try:
+        return asyncio.run(asyncio.wait_for(_kafka_brokers(bootstrap), timeout=10))
+    except Exception:
+        return 0
+
+
+def rss_kb(pid: int) -> int | None:
+    """Resident set size of a process, from /proc (Linux)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+@dataclass
+class Cluster:
+    """One local stack: ZooKeeper plus `topology.brokers` KRaft brokers."""
+
+    topology: Topology
+    lib: Path = field(default_factory=lib_dir)
+    log4j: Path = field(default_factory=lambda: infra_dir() / "log4j.properties")
+
+    # -- layout ---------------------------------------------------------------------------
+    @property
+    def run_dir(self) -> Path:
+        return self.topology.home / "run"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.topology.home / "logs"
+
+    def servers(self) -> list[Server]:
+        t = self.topology
+        zk = Server("zookeeper", "org.apache.zookeeper.server.ZooKeeperServerMain",
+                    t.home / "zookeeper" / "zoo.cfg", t.zk_heap_mb, t.zk_port)
+        brokers = [
+            Server(f"kafka-{i + 1}", "kafka.Kafka", t.home / f"kafka-{i + 1}" / "server.properties",
+                   t.broker_heap_mb, t.kafka_port + i)
+            for i in range(t.brokers)
+        ]
+        return [zk, *brokers]
+
+    def log_file(self, server: Server) -> Path:
+        return self.log_dir / f"{server.name}.log"
+
+    # -- processes ------------------------------------------------------------------------
+    def _java(self) -> str:
+        java_home = os.environ.get("JAVA_HOME")
+        java = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
+        if not java or not Path(java).exists():
+            raise InfraError("java is not installed: run infra/bootstrap.sh, or install a JDK 17")
+        return java
+
+    def _jvm(self, server: Server | None, heap_mb: int) -> list[str]:
+        marker = [f"-Dtribunal.server={server.name}", f"-Dtribunal.home={self.topology.home}"] if server else []
+        return [
+            self._java(), f"-Xms{heap_mb}m", f"-Xmx{heap_mb}m", "-XX:+UseG1GC",
+            "-XX:MaxGCPauseMillis=20", "-XX:+ExplicitGCInvokesConcurrent",
+            "-Djava.awt.headless=true", f"-Dlog4j.configuration=file:{self.log4j}", *marker,
+            "-cp", f"{self.lib}/*",
+        ]
+
+    def _pid_file(self, server: Server) -> Path:
+        return self.run_dir / f"{server.name}.pid"
+
+    def pid(self, server: Server) -> int | None:
+        """The pid of a live process that is this server of this home, else None.
+
+        The command line is checked, not just the pid, so a recycled pid is never mistaken for
+        (or killed as) one of ours.
+        """
+        try:
+            pid = int(self._pid_file(server).read_text().strip())
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            return None
+        want = [f"-Dtribunal.server={server.name}".encode(), f"-Dtribunal.home={self.topology.home}".encode()]
+        if all(w in cmdline for w in want) and _alive(pid):
+            return pid
+        return None
+
+    def _start(self, server: Server) -> int:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        if _port_open(server.port):
+            raise InfraError(f"port {server.port} for {server.name} is taken by another process")
+        cmd = [*self._jvm(server, server.heap_mb), server.main_class, str(server.config)]
+        with self.log_file(server).open("ab") as log:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+        self._pid_file(server).write_text(f"{proc.pid}\n")
+        return proc.pid
+
+    # -- configuration --------------------------------------------------------------------
+    def _cluster_id(self) -> str:
+        path = self.topology.home / "cluster.id"
+        if path.is_file():
+            return path.read_text().strip()
+        while True:  # Kafka's Uuid.toString(): url-safe base64 of 16 random bytes, never "-..."
+            cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+            if not cid.startswith("-"):
+                break
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(cid + "\n")
+        return cid
+
+    def configure(self) -> None:
+        """Write zoo.cfg and each server.properties, and format KRaft storage once."""
+        t = self.topology
+        _write_properties(t.home / "zookeeper" / "zoo.cfg", zookeeper_config(t))
+        Path(zookeeper_config(t)["dataDir"]).mkdir(parents=True, exist_ok=True)
+        cid = self._cluster_id()
+        formats = []
+        for i, server in enumerate(self.servers()[1:]):
+            props = broker_properties(t, i)
+            _write_properties(server.config, props)
+            if not (Path(props["log.dirs"]) / "meta.properties").exists():
+                cmd = [*self._jvm(None, 128), "kafka.tools.StorageTool", "format", "-t", cid,
+                       "-c", str(server.config), "--ignore-formatted"]
+                formats.append((server, subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                                                         stderr=subprocess.STDOUT)))
+        for server, proc in formats:
+            out, _ = proc.communicate(timeout=120)
+            if proc.returncode != 0:
+                raise InfraError(f"formatting storage of {server.name} failed: {out.decode()[-500:]}")
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def up(self, timeout: float = 120.0) -> dict[str, float]:
+        """Start whatever is not running and wait until every server answers.
+
+        Returns the seconds each server took to answer (0.0 for one that was already up).
+        """
+        install_jars(self.lib)
+        self.configure()
+        started: dict[str, float] = {}
+        servers = self.servers()
+        zk, brokers = servers[0], servers[1:]
+        for server in servers:
+            if self.pid(server) is None:
+                started[server.name] = time.monotonic()
+                self._start(server)
+                if server is zk:
+                    self._wait(zk, lambda: _zk_ruok(zk.port), timeout)
+        timings = {s.name: 0.0 for s in servers}
+        if zk.name in started:
+            timings[zk.name] = time.monotonic() - started[zk.name]
+        for server in brokers:
+            self._wait(server, lambda s=server: _port_open(s.port), timeout)
+        self._wait(brokers[0], lambda: kafka_broker_count(self.topology.bootstrap) >= len(brokers), timeout)
+        now = time.monotonic()
+        for server in brokers:
+            if server.name in started:
+                timings[server.name] = now - started[server.name]
+        return timings
+
+    def _wait(self, server: Server, ready: object, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if ready():  # type: ignore[operator]
+                return
+            if self.pid(server) is None:
+                raise InfraError(f"{server.name} exited during start-up; see {self.log_file(server)}:\n"
+                                 + _tail(self.log_file(server)))
+            time.sleep(0.2)
+        raise InfraError(f"{server.name} did not answer within {timeout:.0f}s; see {self.log_file(server)}")
+
+    def down(self, timeout: float = 60.0) -> list[str]:
+        """Stop brokers, then ZooKeeper; SIGKILL what ignores SIGTERM. Returns the names stopped."""
+        servers = self.servers()
+        stopped = self._stop(servers[1:], timeout) + self._stop(servers[:1], timeout)
+        deadline = time.monotonic() + timeout
+        while any(_port_open(p) for p in self.topology.ports()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return stopped
+
+    def _stop(self, servers: Iterable[Server], timeout: float) -> list[str]:
+        pids = {s.name: (s, p) for s in servers if (p := self.pid(s)) is not None}
+        for _, pid in pids.values():
+            _signal_group(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and any(_alive(pid) for _, pid in pids.values()):
+            time.sleep(0.2)
+        for _, pid in pids.values():
+            if _alive(pid):
+                _signal_group(pid, signal.SIGKILL)
+        for server, pid in pids.values():
+            while _alive(pid):
+                time.sleep(0.05)
+            self._pid_file(server).unlink(missing_ok=True)
+        return sorted(pids)
+
+    def status(self) -> list[ServerStatus]:
+        out = []
+        for server in self.servers():
+            pid = self.pid(server)
+            out.append(ServerStatus(server.name, pid, server.port, pid is not None,
+                                    _port_open(server.port), rss_kb(pid) if pid else None))
+        return out
+
+    def purge(self) -> None:
+        """Delete the data, logs and pid files (the servers must be down)."""
+        if any(s.alive for s in self.status()):
+            raise InfraError("servers are still running: run `tribunal infra down` first")
+        shutil.rmtree(self.topology.home, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie child of ours counts as gone; reap it
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    if state == "Z":
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        return False
+    return True
+
+
+def _signal_group(pid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, sig)
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""

@@ -1,0 +1,96 @@
+"""Producing and following records with aiokafka, for the CLI and the tests.
+
+Followers read with isolation_level=read_committed, so they see exactly what downstream
+consumers of tribunal's decisions see: nothing from an aborted or unfinished transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from streams.errors import TribunalError
+from streams.settings import Settings
+
+
+class KafkaUnavailable(TribunalError):
+    """The broker did not answer."""
+
+
+def envelope(app: str, metrical: float, channel: str) -> bytes:
+    """The seed's command envelope: Body is itself a JSON string."""
+    body = json.dumps({"App": app, "Metrical": metrical}, separators=(",", ":"))
+    return json.dumps({"Command": "app-metrical", "Channel": channel, "Body": body},
+                      separators=(",", ":")).encode()
+
+
+async def _produce(settings: Settings, topic: str, key: bytes | None, value: bytes) -> tuple[int, int]:
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.errors import KafkaError
+
+    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap, enable_idempotence=True,
+                                request_timeout_ms=15000)
+    try:
+        await producer.start()
+        meta = await producer.send_and_wait(topic, value, key=key)
+        return meta.partition, meta.offset
+    except KafkaError as e:
+        raise KafkaUnavailable(f"cannot produce to {topic} at {settings.kafka_bootstrap}: {e}") from None
+    finally:
+        await producer.stop()
+
+
+def produce(settings: Settings, topic: str, key: bytes | None, value: bytes) -> tuple[int, int]:
+    return asyncio.run(_produce(settings, topic, key, value))
+
+
+def decode_value(raw: bytes | None) -> Any:
+    """A record value as JSON when it is JSON, else as text (a DLQ keeps what it got)."""
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw.decode("utf-8", errors="replace")
+
+
+def follow(settings: Settings, topic: str, from_beginning: bool = False, max_records: int | None = None,
+           idle_timeout: float | None = None) -> Iterator[dict[str, Any]]:
+    """Yield a topic's records as replay-file rows, in order per partition."""
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.errors import KafkaError
+
+    async def make() -> AIOKafkaConsumer:
+        return AIOKafkaConsumer(topic, bootstrap_servers=settings.kafka_bootstrap, group_id=None,
+                                isolation_level="read_committed", enable_auto_commit=False,
+                                auto_offset_reset="earliest" if from_beginning else "latest")
+
+    loop = asyncio.new_event_loop()
+    consumer = loop.run_until_complete(make())
+    try:
+        try:
+            loop.run_until_complete(consumer.start())
+        except KafkaError as e:
+            raise KafkaUnavailable(f"cannot read {topic} at {settings.kafka_bootstrap}: {e}") from None
+        seen = 0
+        quiet_since = loop.time()
+        while max_records is None or seen < max_records:
+            batch = loop.run_until_complete(consumer.getmany(timeout_ms=500))
+            if not batch:
+                if idle_timeout is not None and loop.time() - quiet_since >= idle_timeout:
+                    return
+                continue
+            quiet_since = loop.time()
+            for tp in sorted(batch, key=lambda tp: tp.partition):
+                for m in batch[tp]:
+                    yield {"topic": m.topic, "partition": m.partition, "offset": m.offset,
+                           "timestamp": m.timestamp, "key": m.key.decode("utf-8", "replace") if m.key else None,
+                           "value": decode_value(m.value)}
+                    seen += 1
+                    if max_records is not None and seen >= max_records:
+                        return
+    finally:
+        loop.run_until_complete(consumer.stop())
+        loop.close()

@@ -1,0 +1,40 @@
+"""Worker and CLI settings: defaults, then `TRIBUNAL_*` environment variables, then flags.
+
+`KAFKA_BOOTSTRAP` and `ZOOKEEPER_HOSTS` are honoured too, because they are what the test fixtures
+and most Kafka tooling already export.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from streams.infra.paths import default_home
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="TRIBUNAL_", extra="ignore")
+
+    kafka_bootstrap: str = Field(
+        "127.0.0.1:9092", validation_alias=AliasChoices("TRIBUNAL_KAFKA_BOOTSTRAP", "KAFKA_BOOTSTRAP"))
+    zookeeper_hosts: str = Field(
+        "127.0.0.1:2181", validation_alias=AliasChoices("TRIBUNAL_ZOOKEEPER_HOSTS", "ZOOKEEPER_HOSTS"))
+    app_id: str = Field("tribunal", description="Faust app id: the consumer group and table prefix")
+    topic_prefix: str = Field("", description="Prepended to every topic name, e.g. 'staging.'")
+    partitions: int = Field(4, ge=1, description="Partitions of the input topics (scale-out unit)")
+    replication_factor: int = Field(1, ge=1)
+    data_dir: Path = Field(default_factory=lambda: default_home() / "worker")
+    web_host: str = "127.0.0.1"
+    web_port: int = Field(6066, ge=0, le=65535)
+    processing_guarantee: Literal["exactly_once", "at_least_once"] = "exactly_once"
+    log_level: str = "info"
+
+    def topic(self, name: str) -> str:
+        return f"{self.topic_prefix}{name}"
+
+    @property
+    def broker_url(self) -> str:
+        return ",".join(f"kafka://{h.strip()}" for h in self.kafka_bootstrap.split(","))
