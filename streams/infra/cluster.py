@@ -18,7 +18,7 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -145,6 +145,20 @@ class ServerStatus:
     rss_kb: int | None = None
 
 
+def free_ports(n: int) -> list[int]:
+    """`n` distinct loopback ports nobody listens on right now (for tests and benchmarks)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind((LOOPBACK, 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
 def _port_open(port: int, host: str = LOOPBACK) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.settimeout(0.5)
@@ -175,7 +189,7 @@ def kafka_broker_count(bootstrap: str) -> int:
     """How many brokers the cluster's metadata lists (0 when it does not answer)."""
     try:
         return asyncio.run(asyncio.wait_for(_kafka_brokers(bootstrap), timeout=10))
-    except Exception:
+    except Exception:  # noqa: BLE001 - any failure to answer means "not ready yet"
         return 0
 
 
@@ -197,6 +211,7 @@ class Cluster:
     topology: Topology
     lib: Path = field(default_factory=lib_dir)
     log4j: Path = field(default_factory=lambda: infra_dir() / "log4j.properties")
+    _answered_at: dict[str, float] = field(default_factory=dict, init=False, repr=False)
 
     # -- layout ---------------------------------------------------------------------------
     @property
@@ -310,33 +325,40 @@ class Cluster:
         """
         install_jars(self.lib)
         self.configure()
-        started: dict[str, float] = {}
         servers = self.servers()
         zk, brokers = servers[0], servers[1:]
+        began: dict[str, float] = {}
+        pids: dict[str, int] = {}
         for server in servers:
-            if self.pid(server) is None:
-                started[server.name] = time.monotonic()
-                self._start(server)
-                if server is zk:
-                    self._wait(zk, lambda: _zk_ruok(zk.port), timeout)
+            pid = self.pid(server)
+            if pid is None:
+                began[server.name] = time.monotonic()
+                pid = self._start(server)
+            pids[server.name] = pid
+            if server is zk:
+                self._wait(zk, pid, lambda: _zk_ruok(zk.port), timeout)
+        for server in brokers:
+            self._wait(server, pids[server.name], lambda s=server: _port_open(s.port), timeout)
+        self._wait(brokers[0], pids[brokers[0].name],
+                   lambda: kafka_broker_count(self.topology.bootstrap) >= len(brokers), timeout)
+        done = time.monotonic()
         timings = {s.name: 0.0 for s in servers}
-        if zk.name in started:
-            timings[zk.name] = time.monotonic() - started[zk.name]
+        if zk.name in began:
+            timings[zk.name] = self._answered_at[zk.name] - began[zk.name]
         for server in brokers:
-            self._wait(server, lambda s=server: _port_open(s.port), timeout)
-        self._wait(brokers[0], lambda: kafka_broker_count(self.topology.bootstrap) >= len(brokers), timeout)
-        now = time.monotonic()
-        for server in brokers:
-            if server.name in started:
-                timings[server.name] = now - started[server.name]
+            if server.name in began:
+                timings[server.name] = done - began[server.name]
         return timings
 
-    def _wait(self, server: Server, ready: object, timeout: float) -> None:
+    def _wait(self, server: Server, pid: int, ready: Callable[[], bool], timeout: float) -> None:
+        # Checked by pid, not by self.pid(): between fork and exec the child's command line is
+        # still Python's, so the command-line check would call a starting server dead.
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if ready():  # type: ignore[operator]
+            if ready():
+                self._answered_at[server.name] = time.monotonic()
                 return
-            if self.pid(server) is None:
+            if not _alive(pid):
                 raise InfraError(f"{server.name} exited during start-up; see {self.log_file(server)}:\n"
                                  + _tail(self.log_file(server)))
             time.sleep(0.2)

@@ -1,0 +1,27 @@
+# The two commands a newcomer needs are `make run` and `make test`; both install what is missing.
+.PHONY: setup run test down status lint schemas bench
+
+setup:
+	@bash infra/bootstrap.sh
+
+run: setup
+	.venv/bin/tribunal run
+
+test: setup lint
+	.venv/bin/pytest
+
+down:
+	-.venv/bin/tribunal infra down
+
+status:
+	.venv/bin/tribunal infra status
+
+lint:
+	.venv/bin/ruff check streams schemas tests bench
+	.venv/bin/mypy
+
+schemas:
+	.venv/bin/python -m schemas.export
+
+bench: setup
+	.venv/bin/python bench/infra_startup.py

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Install whatever is missing for tribunal on a fresh machine, and nothing that is already there:
+#   system: Python >= 3.11 with venv, a JDK 17, Maven (from Debian packages when absent);
+#   .venv/: tribunal and its test extras (re-installed only when pyproject.toml changes);
+#   infra/lib/: the Kafka and ZooKeeper jars from Maven Central (resolved once per pom.xml).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf '[setup] %s\n' "$*" >&2; }
+
+apt_install() {
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  command -v apt-get >/dev/null || { say "missing: $*; install them with your package manager"; exit 1; }
+  say "installing $* from Debian packages"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$@" >/dev/null
+}
+
+PYTHON="${PYTHON:-python3}"
+if ! "$PYTHON" -c 'import sys, venv; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  apt_install python3 python3-venv
+fi
+command -v java >/dev/null || apt_install openjdk-17-jre-headless
+command -v mvn >/dev/null || apt_install maven
+
+stamp=.venv/.tribunal-installed
+want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  say "creating .venv and installing tribunal"
+  "$PYTHON" -m venv .venv
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q -e '.[test]'
+  echo "$want" > "$stamp"
+fi
+
+.venv/bin/tribunal infra install >&2

@@ -1,0 +1,39 @@
+"""Export every record model's JSON Schema to schemas/json/ (`python -m schemas.export`)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from schemas.common import Cause
+from schemas.envelope import CommandEnvelope, MetricBody
+from schemas.records import AppMetrical, DeadLetter
+
+MODELS: tuple[type[BaseModel], ...] = (AppMetrical, Cause, CommandEnvelope, DeadLetter, MetricBody)
+JSON_DIR = Path(__file__).resolve().parent / "json"
+
+
+def rendered() -> dict[str, str]:
+    """File name -> exact file text, for every model."""
+    return {
+        f"{model.__name__}.json": json.dumps(model.model_json_schema(), indent=2, sort_keys=True) + "\n"
+        for model in MODELS
+    }
+
+
+def export(directory: Path = JSON_DIR) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in rendered().items():
+        path = directory / name
+        path.write_text(text)
+        written.append(path)
+    return written
+
+
+if __name__ == "__main__":
+    for path in export(Path(sys.argv[1]) if len(sys.argv) > 1 else JSON_DIR):
+        print(path)

@@ -1,0 +1,92 @@
+"""Session fixtures: a real Kafka broker and a real ZooKeeper server for the integration tests.
+
+Where they come from, in order:
+* `KAFKA_BOOTSTRAP` / `ZOOKEEPER_HOSTS` set: the existing servers they name;
+* `TRIBUNAL_TEST_BACKEND=testcontainers`: containers from official images, through
+  testcontainers (needs a Docker engine that answers; without one the session fails, loudly);
+* otherwise: the jars infra/ installs, started with `java` on free loopback ports in a temporary
+  directory, so a test run never collides with `make run` or with another test run.
+
+Each test uses its own topic prefix and app id (see `unique`), so tests never share state.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pytest
+
+from streams.infra.cluster import free_ports
+
+
+@dataclass(frozen=True)
+class Stack:
+    bootstrap: str
+    zookeeper: str
+
+
+def _docker_answers() -> bool:
+    try:
+        import docker
+
+        docker.from_env().ping()
+        return True
+    except Exception:  # noqa: BLE001 - any failure means no usable engine
+        return False
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    env_kafka, env_zk = os.environ.get("KAFKA_BOOTSTRAP"), os.environ.get("ZOOKEEPER_HOSTS")
+    if env_kafka and env_zk:
+        yield Stack(env_kafka, env_zk)
+        return
+    if os.environ.get("TRIBUNAL_TEST_BACKEND") == "testcontainers":
+        yield from _containers()
+        return
+    from streams.infra import Cluster, Topology
+
+    zk_port, kafka_port, controller_port = free_ports(3)
+    cluster = Cluster(Topology(home=tmp_path_factory.mktemp("stack"), kafka_port=kafka_port,
+                               controller_port=controller_port, zk_port=zk_port))
+    try:
+        cluster.up()
+        yield Stack(env_kafka or cluster.topology.bootstrap, env_zk or cluster.topology.zookeeper_hosts)
+    finally:
+        cluster.down()
+
+
+def _containers() -> Iterator[Stack]:
+    if not _docker_answers():
+        pytest.exit("TRIBUNAL_TEST_BACKEND=testcontainers, but no Docker engine answers", returncode=3)
+    from testcontainers.core.container import DockerContainer
+    from testcontainers.core.waiting_utils import wait_for_logs
+    from testcontainers.kafka import KafkaContainer
+
+    kafka = KafkaContainer("apache/kafka:3.9.1").with_kraft()
+    zk = DockerContainer("zookeeper:3.8.4").with_exposed_ports(2181)
+    with kafka, zk:
+        wait_for_logs(zk, "binding to port", timeout=60)
+        yield Stack(kafka.get_bootstrap_server(),
+                    f"{zk.get_container_host_ip()}:{zk.get_exposed_port(2181)}")
+
+
+@pytest.fixture(scope="session")
+def kafka(stack: Stack) -> str:
+    """Bootstrap servers of a real Kafka broker."""
+    return stack.bootstrap
+
+
+@pytest.fixture(scope="session")
+def zookeeper(stack: Stack) -> str:
+    """host:port of a real ZooKeeper server."""
+    return stack.zookeeper
+
+
+@pytest.fixture
+def unique() -> str:
+    """A name no other test uses: for topic prefixes, app ids and ZooKeeper paths."""
+    return f"t{uuid.uuid4().hex[:10]}"

@@ -1,0 +1,14 @@
+"""The exported JSON Schema files are what the models say today."""
+
+from __future__ import annotations
+
+from schemas.export import JSON_DIR, rendered
+
+
+def test_exported_json_schemas_are_current() -> None:
+    expected = rendered()
+    on_disk = {p.name: p.read_text() for p in JSON_DIR.glob("*.json")}
+    stale = sorted(name for name in expected if on_disk.get(name) != expected[name])
+    extra = sorted(set(on_disk) - set(expected))
+    assert not stale and not extra, (
+        f"stale: {stale}, no longer exported: {extra}; run `.venv/bin/python -m schemas.export`")

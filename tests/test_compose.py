@@ -1,0 +1,65 @@
+"""docker-compose.yml cannot run here (no Docker engine); check it agrees with infra/ instead."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from streams.infra.cluster import Topology, broker_properties, zookeeper_config
+
+COMPOSE = yaml.safe_load((Path(__file__).resolve().parents[1] / "docker-compose.yml").read_text())
+SERVICES = COMPOSE["services"]
+# Settings that legitimately differ in a container network (addresses, paths, node identity).
+PER_ENVIRONMENT = {"listeners", "advertised.listeners", "controller.quorum.voters", "log.dirs",
+                   "listener.security.protocol.map"}
+
+
+def _kafka_env_to_property(name: str) -> str:
+    # The apache/kafka image's rule: strip KAFKA_, lower-case, '___' -> '-', '__' -> '_', '_' -> '.'.
+    body = name.removeprefix("KAFKA_").lower()
+    return body.replace("___", "-").replace("__", "\0").replace("_", ".").replace("\0", "_")
+
+
+def _published(service: str) -> set[int]:
+    return {int(p.split(":")[-1]) for p in SERVICES[service]["ports"]}
+
+
+def test_services_are_zookeeper_kafka_and_the_worker() -> None:
+    assert set(SERVICES) == {"zookeeper", "kafka", "worker"}
+    assert SERVICES["kafka"]["image"].startswith("apache/kafka:3.9.")
+    assert SERVICES["zookeeper"]["image"].startswith("zookeeper:3.8.")
+
+
+def test_ports_match_the_default_topology() -> None:
+    t = Topology.default(home=Path("/unused"))
+    assert _published("kafka") == {t.kafka_port}
+    assert _published("zookeeper") == {t.zk_port}
+    voters = SERVICES["kafka"]["environment"]["KAFKA_CONTROLLER_QUORUM_VOTERS"]
+    assert voters.endswith(f":{t.controller_port}")
+
+
+def test_broker_settings_match_infra() -> None:
+    env = SERVICES["kafka"]["environment"]
+    compose = {_kafka_env_to_property(k): str(v) for k, v in env.items() if k != "KAFKA_HEAP_OPTS"}
+    ours = broker_properties(Topology.default(home=Path("/unused")), 0)
+    shared = {k: v for k, v in ours.items() if k not in PER_ENVIRONMENT}
+    assert {k: compose.get(k) for k in shared} == shared
+    assert set(compose) - set(ours) == set(), "compose sets broker properties infra/ does not"
+
+
+def test_zookeeper_settings_match_infra() -> None:
+    env = SERVICES["zookeeper"]["environment"]
+    ours = zookeeper_config(Topology.default(home=Path("/unused")))
+    assert env["ZOO_TICK_TIME"] == ours["tickTime"]
+    assert env["ZOO_MAX_CLIENT_CNXNS"] == ours["maxClientCnxns"]
+    assert env["ZOO_ADMINSERVER_ENABLED"] == ours["admin.enableServer"]
+    assert env["ZOO_4LW_COMMANDS_WHITELIST"] == ours["4lw.commands.whitelist"]
+
+
+def test_worker_points_at_the_compose_services() -> None:
+    env = SERVICES["worker"]["environment"]
+    kafka_listeners = SERVICES["kafka"]["environment"]["KAFKA_ADVERTISED_LISTENERS"]
+    assert f"//{env['KAFKA_BOOTSTRAP']}" in kafka_listeners
+    assert env["ZOOKEEPER_HOSTS"] == "zookeeper:2181"
+    assert set(SERVICES["worker"]["depends_on"]) == {"kafka", "zookeeper"}
