@@ -84,8 +84,13 @@ async def _create_replicated_topic(bootstrap: str) -> None:
     await admin.start()
     try:
         await admin.create_topics([NewTopic("replicated", 3, 3)])
-        [description] = await admin.describe_topics(["replicated"])
-        replicas = {len(p["replicas"]) for p in description["partitions"]}
-        assert replicas == {3}
+        replicas: list[int] = []
+        for _ in range(50):  # the new topic's metadata reaches every broker within moments
+            [description] = await admin.describe_topics(["replicated"])
+            replicas = [len(p["replicas"]) for p in description["partitions"]]
+            if len(replicas) == 3:
+                break
+            await asyncio.sleep(0.2)
+        assert replicas == [3, 3, 3]
     finally:
         await admin.close()
