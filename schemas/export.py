@@ -8,11 +8,17 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from schemas.cluster import InstancesObserved, PoolCapacitySet
 from schemas.common import Cause
+from schemas.decisions import JusticeOutcome, ScalingDecision
 from schemas.envelope import CommandEnvelope, MetricBody
+from schemas.policy import DeciderPolicy, JusticePolicy
 from schemas.records import AppMetrical, DeadLetter
 
-MODELS: tuple[type[BaseModel], ...] = (AppMetrical, Cause, CommandEnvelope, DeadLetter, MetricBody)
+MODELS: tuple[type[BaseModel], ...] = (
+    AppMetrical, Cause, CommandEnvelope, DeadLetter, DeciderPolicy, InstancesObserved, JusticeOutcome,
+    JusticePolicy, MetricBody, PoolCapacitySet, ScalingDecision,
+)
 JSON_DIR = Path(__file__).resolve().parent / "json"
 
 

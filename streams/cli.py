@@ -205,6 +205,58 @@ def tail(topic: Annotated[str, typer.Argument(help="Topic name, without the pref
         sys.stdout.flush()
 
 
+# -- policies and replay ----------------------------------------------------------------------
+policy_cli = typer.Typer(no_args_is_help=True, help="Validate policy documents (YAML or JSON).")
+cli.add_typer(policy_cli, name="policy")
+
+
+@policy_cli.command("validate")
+def policy_validate(file: Annotated[Path, typer.Argument(help="Policy file: a record, or a seed document")],
+                    version: Annotated[str | None, typer.Option(help="Version for a bare seed document")] = None,
+                    capacity: Annotated[int | None, typer.Option(help="Pool capacity to check")] = None) -> None:
+    """Print every error at once, or a one-line summary of a valid policy."""
+    from streams.policy_files import PolicyInvalid, load, summary
+
+    try:
+        typer.echo(summary(load(file, version, capacity)))
+    except PolicyInvalid as e:
+        for problem in e.problems:
+            typer.echo(f"{file}: {problem}", err=True)
+        raise typer.Exit(1) from None
+
+
+@cli.command("replay")
+def replay(input_file: Annotated[Path, typer.Option("--input", "-i", help="Exported log, JSON lines ('-': stdin)")],
+           output_file: Annotated[Path, typer.Option("--output", "-o", help="Decisions, JSON lines ('-': stdout)")],
+           topic_prefix: Prefix = None) -> None:
+    """Run the pure core over an exported log and write the decisions it derives."""
+    from streams.replay import Replayer, replay_lines
+
+    replayer = Replayer(topic_prefix=topic_prefix or "")
+    started = time.perf_counter()
+    source = sys.stdin if str(input_file) == "-" else _open(input_file, "r")
+    sink = sys.stdout if str(output_file) == "-" else _open(output_file, "w")
+    try:
+        for line in replay_lines(source, replayer):
+            sink.write(line + "\n")
+    finally:
+        if sink is not sys.stdout:
+            sink.close()
+        if source is not sys.stdin:
+            source.close()
+    elapsed = time.perf_counter() - started
+    counts = replayer.counts
+    typer.echo(f"replayed {counts.get('records', 0)} records ({counts.get('skipped', 0)} skipped) in {elapsed:.2f}s: "
+               + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()) if k not in ("records", "skipped")), err=True)
+
+
+def _open(path: Path, mode: str) -> Any:
+    try:
+        return path.open(mode, encoding="utf-8")
+    except OSError as e:
+        raise TribunalError(f"cannot open {path}: {e.strerror}") from None
+
+
 def main() -> None:
     try:
         cli()

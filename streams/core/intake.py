@@ -42,7 +42,7 @@ def pool_of(record: SourceRecord) -> str:
         return UNREADABLE_KEY
 
 
-def _error_text(error: ValidationError) -> str:
+def error_text(error: ValidationError) -> str:
     return "; ".join(
         f"{'.'.join(str(p) for p in e['loc']) or 'record'}: {e['msg']}" for e in error.errors()
     )
@@ -57,7 +57,7 @@ def parse(record: SourceRecord, channel: str) -> tuple[str, float]:
     try:
         envelope = CommandEnvelope.model_validate_json(record.value)
     except ValidationError as e:
-        raise Rejected("bad_envelope", f"not a command envelope: {_error_text(e)}") from None
+        raise Rejected("bad_envelope", f"not a command envelope: {error_text(e)}") from None
     if envelope.Command != METRIC_COMMAND:
         raise Rejected("unknown_command", f"unknown Command {envelope.Command!r}; expected {METRIC_COMMAND!r}")
     if envelope.Channel != channel:
@@ -69,7 +69,7 @@ def parse(record: SourceRecord, channel: str) -> tuple[str, float]:
     try:
         body = MetricBody.model_validate_json(envelope.Body)
     except ValidationError as e:
-        raise Rejected("bad_metric", f"invalid metric body: {_error_text(e)}") from None
+        raise Rejected("bad_metric", f"invalid metric body: {error_text(e)}") from None
     return body.App, body.Metrical
 
 

@@ -21,4 +21,4 @@ class Emit:
 
     def value_bytes(self) -> bytes:
         """The canonical encoding: the same record always gives the same bytes."""
-        return self.record.model_dump_json().encode("utf-8")
+        return self.record.model_dump_json(by_alias=True).encode("utf-8")

@@ -1,0 +1,184 @@
+"""Policy documents (SPEC §2, §3): the seed's decider and justice formats, versioned, per pool.
+
+Errors name the field, the app and the range at fault. Each app is validated on its own, so a
+document with several broken apps reports all of them at once.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+METRICAL_MAX = 100
+
+
+class _Seed(BaseModel):
+    """The seed's capitalised documents: unknown keys are rejected so typos do not pass silently."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+def _range(value: Any) -> Any:
+    # The seed's justice document writes [0-20], which YAML reads as ["0-20"].
+    if isinstance(value, list | tuple) and len(value) == 1 and isinstance(value[0], str):
+        m = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)\s*-\s*(-?\d+(?:\.\d+)?)\s*", value[0])
+        if m:
+            return [float(m.group(1)), float(m.group(2))]
+    return value
+
+
+Bounds = tuple[float, float]
+
+
+def fmt(bounds: Bounds) -> str:
+    lo, hi = bounds
+    return f"[{lo:g}, {hi:g}{']' if hi == METRICAL_MAX else ')'}"
+
+
+def range_problems(bounds: list[Bounds], *, must_cover: bool) -> list[str]:
+    """Overlaps, gaps, bad bounds, and (for the decider) [0, 100] not covered, as sentences."""
+    problems = [f"range {fmt(b)} is not within [0, 100] with low < high"
+                for b in bounds if not (0 <= b[0] < b[1] <= METRICAL_MAX)]
+    ordered = sorted(bounds)
+    for prev, cur in itertools.pairwise(ordered):
+        if cur[0] < prev[1]:
+            problems.append(f"range {fmt(cur)} overlaps {fmt(prev)}")
+        elif must_cover and cur[0] > prev[1]:
+            problems.append(f"gap between {fmt(prev)} and {fmt(cur)}: ({prev[1]:g}, {cur[0]:g}) is not covered")
+    if must_cover and ordered:
+        if ordered[0][0] > 0:
+            problems.append(f"gap: [0, {ordered[0][0]:g}) is not covered")
+        if ordered[-1][1] < METRICAL_MAX:
+            problems.append(f"gap: [{ordered[-1][1]:g}, 100] is not covered")
+    if must_cover and not ordered:
+        problems.append("no ranges: [0, 100] is not covered")
+    return problems
+
+
+class SpecRange(_Seed):
+    Metrical: tuple[float, float]
+    Number: int
+
+    _split = field_validator("Metrical", mode="before")(classmethod(lambda cls, v: _range(v)))
+
+
+class AppPolicy(_Seed):
+    """One app of a decider policy: its priority (1 = highest), floor, optional ceiling and ranges."""
+
+    App: str = Field(min_length=1)
+    Priority: int = Field(ge=1, le=10)
+    MinNum: int = Field(ge=0)
+    MaxNum: int | None = Field(default=None, ge=0)
+    release: Literal["lazy", "eager"] = "lazy"
+    Spec: list[SpecRange]
+
+    @model_validator(mode="after")
+    def _ranges_cover_0_to_100(self) -> AppPolicy:
+        problems = range_problems([s.Metrical for s in self.Spec], must_cover=True)
+        if self.MaxNum is not None and self.MaxNum < self.MinNum:
+            problems.append(f"MaxNum {self.MaxNum} is below MinNum {self.MinNum}")
+        if problems:
+            raise ValueError(f"app {self.App!r}: " + "; ".join(problems))
+        return self
+
+
+class DeciderPolicy(BaseModel):
+    """`{"kind": "decider", "version": "v3", "capacity": 10, "initial": {...}, "apps": [...]}`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["decider"] = "decider"
+    version: str = Field(min_length=1)
+    capacity: int | None = Field(default=None, ge=0)
+    initial: dict[str, int] = Field(default_factory=dict)
+    apps: list[AppPolicy] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> DeciderPolicy:
+        problems = []
+        names: dict[str, str] = {}
+        for app in self.apps:
+            if app.App.casefold() in names:
+                problems.append(f"app {app.App!r} appears twice (names match case-insensitively)")
+            names[app.App.casefold()] = app.App
+        by_name = {a.App.casefold(): a for a in self.apps}
+        for name, count in sorted(self.initial.items()):
+            found = by_name.get(name.casefold())
+            if found is None:
+                problems.append(f"initial: {name!r} is not an app of this policy")
+            elif count < found.MinNum or (found.MaxNum is not None and count > found.MaxNum):
+                problems.append(f"initial: app {found.App!r} starts at {count}, outside MinNum {found.MinNum}"
+                                + (f" .. MaxNum {found.MaxNum}" if found.MaxNum is not None else ""))
+        if count_negative := [n for n, c in self.initial.items() if c < 0]:
+            problems.append(f"initial: negative counts for {sorted(count_negative)}")
+        start = self.starting_instances()
+        if self.capacity is not None:
+            if sum(a.MinNum for a in self.apps) > self.capacity:
+                problems.append(f"capacity {self.capacity} is below the sum of MinNum "
+                                f"({sum(a.MinNum for a in self.apps)})")
+            elif sum(start.values()) > self.capacity:
+                problems.append(f"initial instances ({sum(start.values())}) exceed capacity {self.capacity}")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def starting_instances(self) -> dict[str, int]:
+        """App -> instances when the pool starts: `initial`, else MinNum (SPEC §2)."""
+        initial = {k.casefold(): v for k, v in self.initial.items()}
+        return {a.App: initial.get(a.App.casefold(), a.MinNum) for a in self.apps}
+
+
+class JusticeTarget(_Seed):
+    App: str = Field(min_length=1)
+    Number: int = Field(ge=0)
+
+
+class JusticeRule(_Seed):
+    Metrical: tuple[float, float]
+    Apps: list[JusticeTarget] = Field(min_length=1)
+
+    _split = field_validator("Metrical", mode="before")(classmethod(lambda cls, v: _range(v)))
+
+
+class JusticeSpec(_Seed):
+    """The driver app and, per range of its metrical, the target count of every listed app.
+
+    The seed spells the rule list `Sepc`; it is accepted as an alias of the corrected `Spec`.
+    """
+
+    App: str = Field(min_length=1)
+    Spec: list[JusticeRule] = Field(min_length=1, validation_alias=AliasChoices("Spec", "Sepc"))
+
+
+class JusticePolicy(BaseModel):
+    """`{"kind": "justice", "version": "v1", "capacity": 20, "policy": {...}}`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["justice"] = "justice"
+    version: str = Field(min_length=1)
+    capacity: int | None = Field(default=None, ge=0)
+    policy: JusticeSpec
+
+    @model_validator(mode="after")
+    def _consistent(self) -> JusticePolicy:
+        driver = self.policy.App
+        problems = [f"driver {driver!r}: {p}" for p in
+                    range_problems([r.Metrical for r in self.policy.Spec], must_cover=False)]
+        for rule in self.policy.Spec:
+            names = [t.App.casefold() for t in rule.Apps]
+            if len(set(names)) != len(names):
+                problems.append(f"range {fmt(rule.Metrical)}: an app is listed twice")
+            total = sum(t.Number for t in rule.Apps)
+            if self.capacity is not None and total > self.capacity:
+                problems.append(f"range {fmt(rule.Metrical)}: targets sum to {total}, "
+                                f"more than capacity {self.capacity}")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+PolicyRecord = Annotated[DeciderPolicy | JusticePolicy, Field(discriminator="kind")]

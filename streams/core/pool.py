@@ -1,0 +1,170 @@
+"""The per-pool fold: every input topic of a pool, in log order, through decider and justice.
+
+`apply(state, record, topic)` is the one entry point that both the Faust agents and file replay
+call, so a decision derived live and one derived from an exported log are the same bytes. It
+validates, routes by (logical) topic, numbers outputs per pool, and sends anything it cannot use
+to the dead-letter stream with the reason; it is idempotent by input offset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from schemas.cluster import ClusterEvent, InstancesObserved, PoolCapacitySet
+from schemas.decisions import JusticeOutcome, ScalingDecision, Trigger
+from schemas.policy import DeciderPolicy, JusticePolicy, PolicyRecord
+from streams.core import decider, justice
+from streams.core.deadletter import Rejected, dead_letter
+from streams.core.intake import error_text, parse, pool_of
+from streams.core.outputs import DLQ, Emit
+from streams.core.source import SourceRecord
+
+POLICIES = "policies"
+CLUSTER_EVENTS = "cluster-events"
+PLUGIN_DECIDER = "plugin_decider"
+PLUGIN_JUSTICE = "plugin_justice"
+INPUTS = (POLICIES, CLUSTER_EVENTS, PLUGIN_DECIDER, PLUGIN_JUSTICE)
+SCALING_DECISIONS = "scaling-decisions"
+JUSTICE_OUTCOMES = "justice-outcomes"
+
+_POLICY = TypeAdapter(PolicyRecord)
+_CLUSTER = TypeAdapter(ClusterEvent)
+
+
+@dataclass(frozen=True, slots=True)
+class PoolState:
+    decider: decider.DeciderState | None = None
+    justice: justice.JusticeState | None = None
+    seqs: Mapping[str, int] = field(default_factory=dict)  # output stream -> last seq
+    offsets: Mapping[str, int] = field(default_factory=dict)  # input topic -> last offset applied
+
+    def next_seq(self, stream: str) -> tuple[PoolState, int]:
+        seq = self.seqs.get(stream, 0) + 1
+        return replace(self, seqs={**self.seqs, stream: seq}), seq
+
+
+def apply(state: PoolState, record: SourceRecord, topic: str) -> tuple[PoolState, list[Emit]]:
+    """Fold one record of logical input `topic` (one of `INPUTS`) into its pool's state."""
+    if record.offset <= state.offsets.get(record.topic, -1):
+        return state, []  # a redelivery after a crash: applied already
+    state = replace(state, offsets={**state.offsets, record.topic: record.offset})
+    pool = pool_of(record)
+    try:
+        if topic == POLICIES:
+            return _policy(state, record, pool)
+        if topic == CLUSTER_EVENTS:
+            return _cluster(state, record, pool)
+        if topic == PLUGIN_DECIDER:
+            return _decider_metric(state, record, pool)
+        if topic == PLUGIN_JUSTICE:
+            return _justice_metric(state, record, pool)
+        raise Rejected("unknown_topic", f"tribunal does not read topic {topic!r}")
+    except Rejected as rejection:
+        return reject(state, record, rejection)
+
+
+def reject(state: PoolState, record: SourceRecord, rejection: Rejected) -> tuple[PoolState, list[Emit]]:
+    """The dead letter for `record`, numbered per pool and source topic."""
+    pool = pool_of(record)
+    state, seq = state.next_seq(f"{DLQ}:{record.topic}")
+    return state, [Emit(DLQ, pool, dead_letter(record, pool, seq, rejection))]
+
+
+def _load(adapter: TypeAdapter[Any], record: SourceRecord, what: str) -> object:
+    if pool_of(record) == "<unreadable-key>":
+        raise Rejected("bad_key", "record key is not UTF-8 text (the key names the pool)")
+    if record.value is None:
+        raise Rejected("empty_value", "record has no value")
+    try:
+        return adapter.validate_json(record.value)
+    except ValidationError as e:
+        raise Rejected(f"bad_{what}", f"invalid {what}: {error_text(e)}") from None
+
+
+# -- policies and cluster events ----------------------------------------------------------------
+def _policy(state: PoolState, record: SourceRecord, pool: str) -> tuple[PoolState, list[Emit]]:
+    policy = _load(_POLICY, record, "policy")
+    if isinstance(policy, DeciderPolicy):
+        new, verdict = decider.adopt(state.decider, policy)
+        return _decision(replace(state, decider=new), record, pool, Trigger(kind="policy"), verdict)
+    assert isinstance(policy, JusticePolicy)
+    return replace(state, justice=justice.adopt(state.justice, policy)), []
+
+
+def _cluster(state: PoolState, record: SourceRecord, pool: str) -> tuple[PoolState, list[Emit]]:
+    event = _load(_CLUSTER, record, "event")
+    assert isinstance(event, PoolCapacitySet | InstancesObserved)
+    if event.pool is not None and event.pool != pool:
+        raise Rejected("pool_mismatch", f"event names pool {event.pool!r} but its key is {pool!r}")
+    current = _decider_of(state, pool)
+    if isinstance(event, PoolCapacitySet):
+        new, verdict = decider.set_capacity(current, event.capacity)
+        trigger = Trigger(kind="capacity", capacity=event.capacity)
+    else:
+        observed = {_app_key(current, name, pool): n for name, n in event.instances.items()}
+        new, verdict = decider.observe(current, observed)
+        trigger = Trigger(kind="observed")
+    return _decision(replace(state, decider=new), record, pool, trigger, verdict)
+
+
+# -- metrics ------------------------------------------------------------------------------------
+def _decider_of(state: PoolState, pool: str) -> decider.DeciderState:
+    if state.decider is None:
+        raise Rejected("no_policy", f"pool {pool!r} has no decider policy yet")
+    return state.decider
+
+
+def _app_key(current: decider.DeciderState, app: str, pool: str) -> str:
+    key = app.casefold()
+    if key not in current.policy.by_key:
+        known = ", ".join(r.name for r in current.policy.rules)
+        raise Rejected("unknown_app", f"app {app!r} is not in pool {pool!r}'s policy "
+                                      f"{current.policy.version} ({known})")
+    return key
+
+
+def _decider_metric(state: PoolState, record: SourceRecord, pool: str) -> tuple[PoolState, list[Emit]]:
+    app, metrical = parse(record, PLUGIN_DECIDER)
+    current = _decider_of(state, pool)
+    new, verdict = decider.on_metric(current, _app_key(current, app, pool), metrical)
+    trigger = Trigger(kind="metric", app=current.policy.by_key[app.casefold()].name, metrical=metrical)
+    return _decision(replace(state, decider=new), record, pool, trigger, verdict)
+
+
+def _decision(state: PoolState, record: SourceRecord, pool: str, trigger: Trigger,
+              verdict: decider.Verdict) -> tuple[PoolState, list[Emit]]:
+    current = state.decider
+    assert current is not None
+    state, seq = state.next_seq(SCALING_DECISIONS)
+    names = {r.key: r.name for r in current.policy.rules}
+    out = ScalingDecision.model_construct(
+        type="ScalingDecision", pool=pool, seq=seq, cause=record.cause, policy_version=current.policy.version,
+        trigger=trigger, outcome=verdict.outcome, requested=verdict.requested, granted=verdict.granted,
+        moves=list(verdict.moves), instances={names[k]: current.instances[k] for k in sorted(names)},
+        metricals={names[k]: current.metricals[k] for k in sorted(names)}, capacity=current.capacity,
+        free=current.free, scores=dict(verdict.scores), reason_code=verdict.reason_code, reason=verdict.reason)
+    return state, [Emit(SCALING_DECISIONS, pool, out)]
+
+
+def _justice_metric(state: PoolState, record: SourceRecord, pool: str) -> tuple[PoolState, list[Emit]]:
+    app, metrical = parse(record, PLUGIN_JUSTICE)
+    current = state.justice
+    if current is None:
+        raise Rejected("no_policy", f"pool {pool!r} has no justice policy yet")
+    key = app.casefold()
+    if key not in current.policy.apps:
+        raise Rejected("unknown_app", f"app {app!r} is not in pool {pool!r}'s justice policy")
+    if key != current.policy.driver.casefold():
+        raise Rejected("not_driver", f"app {app!r} does not drive justice in pool {pool!r} "
+                                     f"(the driver is {current.policy.driver!r})")
+    new, verdict = justice.on_metric(current, metrical)
+    state, seq = replace(state, justice=new).next_seq(JUSTICE_OUTCOMES)
+    out = JusticeOutcome.model_construct(
+        type="JusticeOutcome", pool=pool, seq=seq, cause=record.cause, policy_version=new.policy.version,
+        driver=new.policy.driver, metrical=metrical, outcome=verdict.outcome, rule=verdict.rule,
+        targets=dict(verdict.targets), deltas=dict(verdict.deltas), changed=verdict.changed, reason=verdict.reason)
+    return state, [Emit(JUSTICE_OUTCOMES, pool, out)]

@@ -1,0 +1,57 @@
+"""Building records for core tests: policies, metric envelopes and source records."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from streams.core import pool
+from streams.core.outputs import Emit
+from streams.core.source import SourceRecord
+from streams.io import envelope
+
+SEED_SPEC = [{"Metrical": [0, 20], "Number": -10}, {"Metrical": [20, 40], "Number": -5},
+             {"Metrical": [40, 60], "Number": 0}, {"Metrical": [60, 80], "Number": 5},
+             {"Metrical": [80, 100], "Number": 10}]
+
+
+def app(name: str, priority: int, min_num: int, **extra: Any) -> dict[str, Any]:
+    return {"App": name, "Priority": priority, "MinNum": min_num, "Spec": SEED_SPEC, **extra}
+
+
+def seed_policy() -> dict[str, Any]:
+    """The seed's worked example: capacity 10, ats P1 MinNum 3, hadoop P2 MinNum 2, 5 and 5."""
+    return {"kind": "decider", "version": "v3", "capacity": 10, "initial": {"ats": 5, "hadoop": 5},
+            "apps": [app("ats", 1, 3), app("hadoop", 2, 2)]}
+
+
+class Log:
+    """An in-memory log of one pool, folded through `pool.apply` as the agents would."""
+
+    def __init__(self, key: bytes | None = b"pool-a") -> None:
+        self.key = key
+        self.state = pool.PoolState()
+        self.offsets: dict[str, int] = {}
+
+    def feed(self, topic: str, value: bytes) -> list[Emit]:
+        offset = self.offsets.get(topic, 0)
+        self.offsets[topic] = offset + 1
+        record = SourceRecord(topic, 0, offset, 1_732_200_000_000 + offset, self.key, value)
+        self.state, outputs = pool.apply(self.state, record, topic)
+        return outputs
+
+    def policy(self, policy: dict[str, Any]) -> list[Emit]:
+        return self.feed(pool.POLICIES, json.dumps(policy).encode())
+
+    def metric(self, app_name: str, metrical: float, channel: str = pool.PLUGIN_DECIDER) -> list[Emit]:
+        return self.feed(channel, envelope(app_name, metrical, channel))
+
+    def event(self, event: dict[str, Any]) -> list[Emit]:
+        return self.feed(pool.CLUSTER_EVENTS, json.dumps(event).encode())
+
+
+def decision(outputs: list[Emit]) -> dict[str, Any]:
+    [out] = outputs
+    assert out.stream == pool.SCALING_DECISIONS, out
+    result: dict[str, Any] = json.loads(out.value_bytes())
+    return result
