@@ -46,21 +46,13 @@ def produce(settings: Settings, topic: str, key: bytes | None, value: bytes) -> 
     return asyncio.run(_produce(settings, topic, key, value))
 
 
-def decode_value(raw: bytes | None) -> Any:
-    """A record value as JSON when it is JSON, else as text (a DLQ keeps what it got)."""
-    if raw is None:
-        return None
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return raw.decode("utf-8", errors="replace")
-
-
 def follow(settings: Settings, topic: str, from_beginning: bool = False, max_records: int | None = None,
            idle_timeout: float | None = None) -> Iterator[dict[str, Any]]:
     """Yield a topic's records as replay-file rows, in order per partition."""
     from aiokafka import AIOKafkaConsumer
     from aiokafka.errors import KafkaError
+
+    from streams.replay import export_row
 
     async def make() -> AIOKafkaConsumer:
         return AIOKafkaConsumer(topic, bootstrap_servers=settings.kafka_bootstrap, group_id=None,
@@ -85,9 +77,7 @@ def follow(settings: Settings, topic: str, from_beginning: bool = False, max_rec
             quiet_since = loop.time()
             for tp in sorted(batch, key=lambda tp: tp.partition):
                 for m in batch[tp]:
-                    yield {"topic": m.topic, "partition": m.partition, "offset": m.offset,
-                           "timestamp": m.timestamp, "key": m.key.decode("utf-8", "replace") if m.key else None,
-                           "value": decode_value(m.value)}
+                    yield export_row(m.topic, m.partition, m.offset, m.timestamp, m.key, m.value)
                     seen += 1
                     if max_records is not None and seen >= max_records:
                         return

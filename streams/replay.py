@@ -35,6 +35,22 @@ def encode_value(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
+def export_row(topic: str, partition: int, offset: int, timestamp: int, key: bytes | None,
+               value: bytes | None) -> dict[str, Any]:
+    """A record as a replay-file line: readable `value`, plus `value_b64` unless it re-encodes exactly."""
+    row: dict[str, Any] = {"topic": topic, "partition": partition, "offset": offset, "timestamp": timestamp,
+                           "key": None if key is None else key.decode("utf-8", "replace"), "value": None}
+    if value is not None:
+        try:
+            row["value"] = json.loads(value)
+            exact = encode_value(row["value"]) == value
+        except ValueError:
+            row["value"], exact = value.decode("utf-8", "replace"), False
+        if not exact:
+            row["value_b64"] = base64.b64encode(value).decode("ascii")
+    return row
+
+
 def record_of(row: dict[str, Any]) -> SourceRecord:
     """The source record a file line describes (exact bytes from `value_b64` when present)."""
     if "value_b64" in row:
