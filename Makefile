@@ -25,3 +25,5 @@ schemas:
 
 bench: setup
 	.venv/bin/python bench/infra_startup.py
+	.venv/bin/python bench/core_fold.py
+	.venv/bin/python bench/replay_file.py

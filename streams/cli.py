@@ -234,15 +234,15 @@ def replay(input_file: Annotated[Path, typer.Option("--input", "-i", help="Expor
 
     replayer = Replayer(topic_prefix=topic_prefix or "")
     started = time.perf_counter()
-    source = sys.stdin if str(input_file) == "-" else _open(input_file, "r")
-    sink = sys.stdout if str(output_file) == "-" else _open(output_file, "w")
+    source = sys.stdin.buffer if str(input_file) == "-" else _open(input_file, "rb")
+    sink = sys.stdout.buffer if str(output_file) == "-" else _open(output_file, "wb")
     try:
         for line in replay_lines(source, replayer):
-            sink.write(line + "\n")
+            sink.write(line + b"\n")
     finally:
-        if sink is not sys.stdout:
+        if sink is not sys.stdout.buffer:
             sink.close()
-        if source is not sys.stdin:
+        if source is not sys.stdin.buffer:
             source.close()
     elapsed = time.perf_counter() - started
     counts = replayer.counts
@@ -252,7 +252,7 @@ def replay(input_file: Annotated[Path, typer.Option("--input", "-i", help="Expor
 
 def _open(path: Path, mode: str) -> Any:
     try:
-        return path.open(mode, encoding="utf-8")
+        return path.open(mode)
     except OSError as e:
         raise TribunalError(f"cannot open {path}: {e.strerror}") from None
 

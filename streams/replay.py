@@ -14,10 +14,11 @@ among the outputs of that topic and partition (a replay has no broker to assign 
 from __future__ import annotations
 
 import base64
-import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+
+import orjson
 
 from streams.core import pool
 from streams.core.deadletter import dlq_topic
@@ -32,7 +33,8 @@ class ReplayInputError(ConfigError):
 
 
 def encode_value(value: Any) -> bytes:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    """Compact JSON, as the seed's Go producers and tribunal itself write records."""
+    return orjson.dumps(value)
 
 
 def export_row(topic: str, partition: int, offset: int, timestamp: int, key: bytes | None,
@@ -42,7 +44,7 @@ def export_row(topic: str, partition: int, offset: int, timestamp: int, key: byt
                            "key": None if key is None else key.decode("utf-8", "replace"), "value": None}
     if value is not None:
         try:
-            row["value"] = json.loads(value)
+            row["value"] = orjson.loads(value)
             exact = encode_value(row["value"]) == value
         except ValueError:
             row["value"], exact = value.decode("utf-8", "replace"), False
@@ -97,22 +99,21 @@ class Replayer:
         return rows
 
 
-def output_line(row: dict[str, Any]) -> str:
-    """One output line; the decision's own canonical bytes are embedded unchanged."""
-    head = json.dumps({k: row[k] for k in ("topic", "partition", "offset", "timestamp", "key")},
-                      separators=(",", ":"), ensure_ascii=False)
-    return head[:-1] + ',"value":' + row["value"].decode("utf-8") + "}"
+def output_line(row: dict[str, Any]) -> bytes:
+    """One output line (no newline); the decision's own canonical bytes are embedded unchanged."""
+    head = orjson.dumps({k: row[k] for k in ("topic", "partition", "offset", "timestamp", "key")})
+    return head[:-1] + b',"value":' + row["value"] + b"}"
 
 
-def replay_lines(lines: Iterable[str], replayer: Replayer | None = None) -> Iterator[str]:
+def replay_lines(lines: Iterable[bytes | str], replayer: Replayer | None = None) -> Iterator[bytes]:
     replayer = replayer or Replayer()
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
+            row = orjson.loads(line)
             record = record_of(row)
-        except (ValueError, KeyError, TypeError) as e:
+        except (orjson.JSONDecodeError, ValueError, KeyError, TypeError) as e:
             raise ReplayInputError(f"line {number} is not a record line ({type(e).__name__}: {e})") from None
         for out in replayer.feed(record):
             yield output_line(out)

@@ -11,12 +11,14 @@ exact fractions, so the same log always yields the same bytes.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
+from typing import Any
 
-from schemas.decisions import Move, Outcome, Round
-from schemas.policy import METRICAL_MAX, DeciderPolicy
+from schemas.decisions import Outcome, Round
+from schemas.policy import METRICAL_MAX, AppPolicy, DeciderPolicy
 
 NEUTRAL = 50.0  # the metrical every app starts at, and a donor is reset to (SPEC §2)
 FREE = "free"
@@ -31,9 +33,12 @@ class AppRule:
     max_num: int | None
     eager: bool
     ranges: tuple[tuple[float, float, int], ...]
+    by_integer: tuple[int, ...] = ()  # Number for metricals 0..100, the common case, precomputed
 
     def number(self, metrical: float) -> int:
         """The Number of the range holding `metrical`: [lo, hi), the range ending at 100 closed."""
+        if self.by_integer and metrical.is_integer() and 0 <= metrical <= METRICAL_MAX:
+            return self.by_integer[int(metrical)]
         for lo, hi, number in self.ranges:
             if lo <= metrical < hi or (metrical == hi == METRICAL_MAX):
                 return number
@@ -47,18 +52,22 @@ class CompiledPolicy:
     starting: Mapping[str, int]
     rules: tuple[AppRule, ...]  # sorted by key
     by_key: Mapping[str, AppRule] = field(compare=False)
+    lower_than: Mapping[int, tuple[AppRule, ...]] = field(compare=False)  # priority -> strictly lower rules
+
+
+def _rule(app: AppPolicy) -> AppRule:
+    rule = AppRule(name=app.App, key=app.App.casefold(), priority=app.Priority, min_num=app.MinNum,
+                   max_num=app.MaxNum, eager=app.release == "eager",
+                   ranges=tuple(sorted((s.Metrical[0], s.Metrical[1], s.Number) for s in app.Spec)))
+    return replace(rule, by_integer=tuple(rule.number(float(m)) for m in range(METRICAL_MAX + 1)))
 
 
 def compile_policy(policy: DeciderPolicy) -> CompiledPolicy:
-    rules = tuple(sorted(
-        (AppRule(name=a.App, key=a.App.casefold(), priority=a.Priority, min_num=a.MinNum, max_num=a.MaxNum,
-                 eager=a.release == "eager",
-                 ranges=tuple(sorted((s.Metrical[0], s.Metrical[1], s.Number) for s in a.Spec)))
-         for a in policy.apps),
-        key=lambda r: r.key))
+    rules = tuple(sorted((_rule(a) for a in policy.apps), key=lambda r: r.key))
     starting = {name.casefold(): n for name, n in policy.starting_instances().items()}
+    lower_than = {p: tuple(r for r in rules if r.priority > p) for p in range(1, 11)}
     return CompiledPolicy(version=policy.version, capacity=policy.capacity, starting=starting, rules=rules,
-                          by_key={r.key: r for r in rules})
+                          by_key={r.key: r for r in rules}, lower_than=lower_than)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,10 +76,29 @@ class DeciderState:
     capacity: int
     instances: Mapping[str, int]
     metricals: Mapping[str, float]
+    idle: frozenset[str] = frozenset()  # apps whose last metrical maps to a negative Number
+
+    @classmethod
+    def of(cls, policy: CompiledPolicy, capacity: int, instances: Mapping[str, int],
+           metricals: Mapping[str, float]) -> DeciderState:
+        idle = frozenset(k for k, m in metricals.items() if policy.by_key[k].number(m) < 0)
+        return cls(policy, capacity, instances, metricals, idle)
 
     @property
     def free(self) -> int:
         return self.capacity - sum(self.instances.values())
+
+    def evolve(self, instances: Mapping[str, int] | None = None, metricals: Mapping[str, float] | None = None,
+               idle: frozenset[str] | None = None) -> DeciderState:
+        """A copy with new instances, metricals or idle set (dataclasses.replace is slow on the hot path)."""
+        return DeciderState(self.policy, self.capacity, self.instances if instances is None else instances,
+                            self.metricals if metricals is None else metricals, self.idle if idle is None else idle)
+
+
+def _mark(idle: frozenset[str], key: str, is_idle: bool) -> frozenset[str]:
+    if (key in idle) == is_idle:
+        return idle
+    return idle | {key} if is_idle else idle - {key}
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,20 +106,22 @@ class Verdict:
     outcome: Outcome
     requested: int
     granted: int
-    moves: tuple[Move, ...]
+    moves: tuple[MoveRecord, ...]
     scores: Mapping[str, float]
     reason_code: str
     reason: str
 
 
-def _move(source: str, target: str, count: int, round_: Round) -> Move:
-    return Move.model_construct(from_=source, to=target, count=count, round=round_)
+MoveRecord = dict[str, Any]  # a `schemas.decisions.Move`, laid out as it is serialised
 
 
-def _verdict(outcome: Outcome, code: str, reason: str, moves: Iterable[Move] = (), requested: int = 0,
+def _move(source: str, target: str, count: int, round_: Round) -> MoveRecord:
+    return {"from": source, "to": target, "count": count, "round": round_}
+
+
+def _verdict(outcome: Outcome, code: str, reason: str, moves: Iterable[MoveRecord] = (), requested: int = 0,
              granted: int = 0, scores: Mapping[str, float] | None = None) -> Verdict:
-    return Verdict(outcome=outcome, requested=requested, granted=granted, moves=tuple(moves),
-                   scores=dict(scores or {}), reason_code=code, reason=reason)
+    return Verdict(outcome, requested, granted, tuple(moves), scores or {}, code, reason)
 
 
 def surplus(rule: AppRule, instances: int, metrical: float) -> int:
@@ -113,11 +143,11 @@ def adopt(state: DeciderState | None, policy: DeciderPolicy) -> tuple[DeciderSta
     if state is None:
         instances = {r.key: compiled.starting[r.key] for r in compiled.rules}
         capacity = compiled.capacity if compiled.capacity is not None else sum(instances.values())
-        new = DeciderState(compiled, capacity, instances, {r.key: NEUTRAL for r in compiled.rules})
+        new = DeciderState.of(compiled, capacity, instances, {r.key: NEUTRAL for r in compiled.rules})
         return new, _verdict("policy", "policy_started",
                              f"policy {policy.version} started the pool: capacity {capacity}, "
                              + ", ".join(f"{r.name} {instances[r.key]}" for r in compiled.rules))
-    moves: list[Move] = []
+    moves: list[MoveRecord] = []
     instances, metricals = {}, {}
     for rule in compiled.rules:
         if rule.key in state.instances:
@@ -132,7 +162,7 @@ def adopt(state: DeciderState | None, policy: DeciderPolicy) -> tuple[DeciderSta
         if state.instances[key]:
             moves.append(_move(state.policy.by_key[key].name, FREE, state.instances[key], "policy"))
     capacity = compiled.capacity if compiled.capacity is not None else state.capacity
-    new = DeciderState(compiled, capacity, instances, metricals)
+    new = DeciderState.of(compiled, capacity, instances, metricals)
     new, evicted, note = _evict(new)
     reason = f"policy {state.policy.version} -> {policy.version}" + (f"; {note}" if note else "")
     return new, _verdict("evicted" if evicted else "policy", "policy_evicted" if evicted else "policy_changed",
@@ -166,7 +196,7 @@ def observe(state: DeciderState, observed: Mapping[str, int]) -> tuple[DeciderSt
     return state, _verdict("observed", "observed", f"{reason}; free {state.free}", moves)
 
 
-def _evict(state: DeciderState) -> tuple[DeciderState, list[Move], str]:
+def _evict(state: DeciderState) -> tuple[DeciderState, list[MoveRecord], str]:
     """Bring the running total within capacity: lowest priority first, down to MinNum, then below."""
     over = -state.free
     if over <= 0:
@@ -199,40 +229,42 @@ def on_metric(state: DeciderState, app_key: str, metrical: float) -> tuple[Decid
     rule = state.policy.by_key[app_key]
     metricals = {**state.metricals, app_key: metrical}
     number = rule.number(metrical)
+    idle = _mark(state.idle, app_key, number < 0)
     if number == 0:
-        return replace(state, metricals=metricals), _verdict(
+        return state.evolve(metricals=metricals, idle=idle), _verdict(
             "steady", "steady", f"{rule.name} at {metrical:g} maps to Number 0: nothing moves")
     if number < 0:
-        return _idle(state, rule, metrical, metricals, number)
-    return _grow(state, rule, metrical, metricals, number)
+        return _idle(state, rule, metrical, metricals, idle, number)
+    return _grow(state, rule, metrical, metricals, idle, number)
 
 
 def _idle(state: DeciderState, rule: AppRule, metrical: float, metricals: dict[str, float],
-          number: int) -> tuple[DeciderState, Verdict]:
+          idle: frozenset[str], number: int) -> tuple[DeciderState, Verdict]:
     offer = max(0, min(-number, state.instances[rule.key] - rule.min_num))
     if offer == 0:
-        return replace(state, metricals=metricals), _verdict(
+        return state.evolve(metricals=metricals, idle=idle), _verdict(
             "idle", "idle_at_min", f"{rule.name} at {metrical:g} is idle but already at MinNum {rule.min_num}")
     if rule.eager:
         instances = {**state.instances, rule.key: state.instances[rule.key] - offer}
         metricals[rule.key] = NEUTRAL
-        return replace(state, instances=instances, metricals=metricals), _verdict(
+        idle = _mark(idle, rule.key, rule.number(NEUTRAL) < 0)
+        return state.evolve(instances=instances, metricals=metricals, idle=idle), _verdict(
             "idle", "idle_released", f"{rule.name} at {metrical:g} released {offer} to the free pool (eager)",
             [_move(rule.name, FREE, offer, "release")])
-    return replace(state, metricals=metricals), _verdict(
+    return state.evolve(metricals=metricals, idle=idle), _verdict(
         "idle", "idle_offered", f"{rule.name} at {metrical:g} offers {offer} (lazy: kept until someone needs them)")
 
 
 def _grow(state: DeciderState, rule: AppRule, metrical: float, metricals: dict[str, float],
-          number: int) -> tuple[DeciderState, Verdict]:
+          idle: frozenset[str], number: int) -> tuple[DeciderState, Verdict]:
     instances = dict(state.instances)
     me = rule.key
     wanted = number if rule.max_num is None else max(0, min(number, rule.max_num - instances[me]))
     if wanted == 0:
-        return replace(state, metricals=metricals), _verdict(
+        return state.evolve(metricals=metricals, idle=idle), _verdict(
             "rejected", "at_max_num", f"{rule.name} wants +{number} but is at MaxNum {rule.max_num}")
     need = wanted
-    moves: list[Move] = []
+    moves: list[MoveRecord] = []
     notes: list[str] = []
 
     # Round 1: free capacity.
@@ -247,8 +279,9 @@ def _grow(state: DeciderState, rule: AppRule, metrical: float, metricals: dict[s
 
     # Round 2: idle donors of any priority, lowest priority first, then larger surplus, then name.
     if need:
-        offers = {r.key: surplus(r, instances[r.key], metricals[r.key]) for r in state.policy.rules if r.key != me}
-        donors = sorted((r for r in state.policy.rules if offers.get(r.key, 0) > 0),
+        by_key = state.policy.by_key
+        offers = {k: surplus(by_key[k], instances[k], metricals[k]) for k in idle if k != me}
+        donors = sorted((by_key[k] for k, offer in offers.items() if offer > 0),
                         key=lambda r: (-r.priority, -offers[r.key], r.key))
         given = []
         for donor in donors:
@@ -256,6 +289,7 @@ def _grow(state: DeciderState, rule: AppRule, metrical: float, metricals: dict[s
             instances[donor.key] -= give
             instances[me] += give
             metricals[donor.key] = NEUTRAL
+            idle = _mark(idle, donor.key, donor.number(NEUTRAL) < 0)
             need -= give
             moves.append(_move(donor.name, rule.name, give, "idle"))
             given.append(f"{donor.name} {give}")
@@ -264,21 +298,19 @@ def _grow(state: DeciderState, rule: AppRule, metrical: float, metricals: dict[s
         if given:
             notes.append("idle donors gave " + ", ".join(given))
         else:
-            busy = [f"{r.name} (P{r.priority}) is not idle at {metricals[r.key]:g}"
-                    for r in state.policy.rules if r.key != me and r.priority <= rule.priority]
-            notes.append("no idle app above MinNum" + (f" ({'; '.join(busy)})" if busy else ""))
+            notes.append("no idle app above MinNum" + _busy(state, rule, metricals))
 
     # Round 3: preemption of strictly lower priority, by score, largest remainder, until met.
     scores: dict[str, float] = {}
     if need:
-        lower = [r for r in state.policy.rules if r.priority > rule.priority]
+        lower = state.policy.lower_than[rule.priority]
         candidates = [r for r in lower if instances[r.key] > r.min_num]
         if not lower:
             notes.append(f"no app has lower priority than {rule.name} (P{rule.priority})")
         elif not candidates:
             notes.append("lower-priority apps are at MinNum: " + ", ".join(r.name for r in lower))
         else:
-            exact = {r.key: Fraction(100) - Fraction(metricals[r.key]) + r.priority * 10 for r in candidates}
+            exact = {r.key: _score(metricals[r.key], r.priority) for r in candidates}
             scores = {state.policy.by_key[k].name: float(v) for k, v in sorted(exact.items())}
             taken = _preempt(need, exact, {r.key: instances[r.key] - r.min_num for r in candidates})
             for key, n in sorted(taken.items()):
@@ -294,27 +326,48 @@ def _grow(state: DeciderState, rule: AppRule, metrical: float, metricals: dict[s
     code = {"scaled": "granted", "partial": "partially_granted", "rejected": "no_capacity"}[outcome]
     capped = f" (capped by MaxNum {rule.max_num})" if wanted < number else ""
     reason = f"{rule.name} at {metrical:g} wants +{wanted}{capped}: " + "; ".join(notes) + f"; granted {granted}"
-    return replace(state, instances=instances, metricals=metricals), _verdict(
+    return state.evolve(instances=instances, metricals=metricals, idle=idle), _verdict(
         outcome, code, reason, moves, requested=wanted, granted=granted, scores=scores)
 
 
-def _preempt(need: int, scores: Mapping[str, Fraction], room: Mapping[str, int]) -> dict[str, int]:
+def _busy(state: DeciderState, rule: AppRule, metricals: Mapping[str, float], most: int = 3) -> str:
+    """Why the higher- or equal-priority apps gave nothing: they are not idle (the first few named)."""
+    busy = [r for r in state.policy.rules if r.key != rule.key and r.priority <= rule.priority]
+    if not busy:
+        return ""
+    named = "; ".join(f"{r.name} (P{r.priority}) is not idle at {metricals[r.key]:g}" for r in busy[:most])
+    return f" ({named}{f'; and {len(busy) - most} more' if len(busy) > most else ''})"
+
+
+def _score(metrical: float, priority: int) -> int | Fraction:
+    """100 - metrical + Priority * 10, exactly (higher priority and higher load give up less)."""
+    if metrical.is_integer():
+        return 100 + priority * 10 - int(metrical)
+    return 100 + priority * 10 - Fraction(metrical)
+
+
+def _preempt(need: int, scores: Mapping[str, int | Fraction], room: Mapping[str, int]) -> dict[str, int]:
     """Split `need` by score with largest-remainder rounding, capped by room; repeat until met.
 
-    Ties for a leftover unit go to the higher score, then the app name. Every pass hands out at
-    least one unit while anyone has room, so the loop ends.
+    Ties for a leftover unit go to the higher score, then the app name. Scores are exact (a float
+    metrical is a binary fraction); scaled to integers by their common denominator, every share
+    is an integer division, and comparing fractional parts is comparing remainders. Every pass
+    hands out at least one unit while anyone has room, so the loop ends.
     """
+    den = math.lcm(*(s.denominator for s in scores.values()))
+    weight = {k: int(s * den) for k, s in scores.items()}
     taken = dict.fromkeys(room, 0)
     while need > 0:
-        open_ = sorted(k for k in room if room[k] - taken[k] > 0)
+        open_ = [k for k in sorted(room) if room[k] > taken[k]]
         if not open_:
             break
-        total = sum(scores[k] for k in open_)
-        exact = {k: need * scores[k] / total for k in open_}
-        shares = {k: int(exact[k]) for k in open_}  # floor: every share is non-negative
+        total = sum(weight[k] for k in open_)
+        split = {k: divmod(need * weight[k], total) for k in open_}
+        shares = {k: q for k, (q, _) in split.items()}
         leftover = need - sum(shares.values())
-        for k in sorted(open_, key=lambda k: (-(exact[k] - shares[k]), -scores[k], k))[:leftover]:
-            shares[k] += 1
+        if leftover:
+            for k in sorted(open_, key=lambda k: (-split[k][1], -weight[k], k))[:leftover]:
+                shares[k] += 1
         given = 0
         for k in open_:
             give = min(shares[k], room[k] - taken[k])

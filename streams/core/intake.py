@@ -7,7 +7,6 @@ see malformed input and a worker never dies of one record.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 
 from pydantic import ValidationError
@@ -63,12 +62,10 @@ def parse(record: SourceRecord, channel: str) -> tuple[str, float]:
     if envelope.Channel != channel:
         raise Rejected("wrong_channel", f"Channel {envelope.Channel!r} arrived on {channel!r}")
     try:
-        json.loads(envelope.Body)
-    except ValueError:
-        raise Rejected("bad_body", f"Body is not JSON: {envelope.Body[:80]!r}") from None
-    try:
         body = MetricBody.model_validate_json(envelope.Body)
     except ValidationError as e:
+        if any(err["type"] == "json_invalid" for err in e.errors()):
+            raise Rejected("bad_body", f"Body is not JSON: {envelope.Body[:80]!r}") from None
         raise Rejected("bad_metric", f"invalid metric body: {error_text(e)}") from None
     return body.App, body.Metrical
 

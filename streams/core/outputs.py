@@ -1,12 +1,18 @@
 """What a fold emits: a record for a logical stream, keyed by its scope.
 
-Streams are named logically (`app-metricals`, `dlq`); the shell maps them to real topic names
-(with the deployment's prefix, or `<input topic>.dlq`), so the core never knows where it runs.
+Streams are named logically (`scaling-decisions`, `dlq`); the shell maps them to real topic
+names (with the deployment's prefix, or `<input topic>.dlq`), so the core never knows where it
+runs. A record is a pydantic model, or, on the hot paths, a plain mapping laid out in the field
+order of its model in `schemas/` (tests validate every such output against its model).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
+
+import orjson
 
 from schemas.common import Record
 
@@ -17,8 +23,10 @@ DLQ = "dlq"
 class Emit:
     stream: str
     key: str
-    record: Record
+    record: Record | Mapping[str, Any]
 
     def value_bytes(self) -> bytes:
-        """The canonical encoding: the same record always gives the same bytes."""
-        return self.record.model_dump_json(by_alias=True).encode("utf-8")
+        """The canonical encoding: compact UTF-8 JSON, fields in model order; same record, same bytes."""
+        if isinstance(self.record, Record):
+            return orjson.dumps(self.record.model_dump(mode="json", by_alias=True))
+        return orjson.dumps(self.record)

@@ -15,7 +15,6 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from schemas.cluster import ClusterEvent, InstancesObserved, PoolCapacitySet
-from schemas.decisions import JusticeOutcome, ScalingDecision, Trigger
 from schemas.policy import DeciderPolicy, JusticePolicy, PolicyRecord
 from streams.core import decider, justice
 from streams.core.deadletter import Rejected, dead_letter
@@ -44,14 +43,14 @@ class PoolState:
 
     def next_seq(self, stream: str) -> tuple[PoolState, int]:
         seq = self.seqs.get(stream, 0) + 1
-        return replace(self, seqs={**self.seqs, stream: seq}), seq
+        return PoolState(self.decider, self.justice, {**self.seqs, stream: seq}, self.offsets), seq
 
 
 def apply(state: PoolState, record: SourceRecord, topic: str) -> tuple[PoolState, list[Emit]]:
     """Fold one record of logical input `topic` (one of `INPUTS`) into its pool's state."""
     if record.offset <= state.offsets.get(record.topic, -1):
         return state, []  # a redelivery after a crash: applied already
-    state = replace(state, offsets={**state.offsets, record.topic: record.offset})
+    state = PoolState(state.decider, state.justice, state.seqs, {**state.offsets, record.topic: record.offset})
     pool = pool_of(record)
     try:
         if topic == POLICIES:
@@ -90,7 +89,7 @@ def _policy(state: PoolState, record: SourceRecord, pool: str) -> tuple[PoolStat
     policy = _load(_POLICY, record, "policy")
     if isinstance(policy, DeciderPolicy):
         new, verdict = decider.adopt(state.decider, policy)
-        return _decision(replace(state, decider=new), record, pool, Trigger(kind="policy"), verdict)
+        return _decision(replace(state, decider=new), record, pool, _trigger("policy"), verdict)
     assert isinstance(policy, JusticePolicy)
     return replace(state, justice=justice.adopt(state.justice, policy)), []
 
@@ -103,12 +102,16 @@ def _cluster(state: PoolState, record: SourceRecord, pool: str) -> tuple[PoolSta
     current = _decider_of(state, pool)
     if isinstance(event, PoolCapacitySet):
         new, verdict = decider.set_capacity(current, event.capacity)
-        trigger = Trigger(kind="capacity", capacity=event.capacity)
+        trigger = _trigger("capacity", capacity=event.capacity)
     else:
         observed = {_app_key(current, name, pool): n for name, n in event.instances.items()}
         new, verdict = decider.observe(current, observed)
-        trigger = Trigger(kind="observed")
+        trigger = _trigger("observed")
     return _decision(replace(state, decider=new), record, pool, trigger, verdict)
+
+
+def _trigger(kind: str, capacity: int | None = None) -> dict[str, Any]:
+    return {"kind": kind, "app": None, "metrical": None, "capacity": capacity}
 
 
 # -- metrics ------------------------------------------------------------------------------------
@@ -130,23 +133,33 @@ def _app_key(current: decider.DeciderState, app: str, pool: str) -> str:
 def _decider_metric(state: PoolState, record: SourceRecord, pool: str) -> tuple[PoolState, list[Emit]]:
     app, metrical = parse(record, PLUGIN_DECIDER)
     current = _decider_of(state, pool)
-    new, verdict = decider.on_metric(current, _app_key(current, app, pool), metrical)
-    trigger = Trigger(kind="metric", app=current.policy.by_key[app.casefold()].name, metrical=metrical)
-    return _decision(replace(state, decider=new), record, pool, trigger, verdict)
+    key = _app_key(current, app, pool)
+    new, verdict = decider.on_metric(current, key, metrical)
+    trigger = {"kind": "metric", "app": current.policy.by_key[key].name, "metrical": metrical, "capacity": None}
+    return _decision(PoolState(new, state.justice, state.seqs, state.offsets), record, pool, trigger, verdict)
 
 
-def _decision(state: PoolState, record: SourceRecord, pool: str, trigger: Trigger,
+def _cause(record: SourceRecord) -> dict[str, Any]:
+    return {"topic": record.topic, "partition": record.partition, "offset": record.offset,
+            "timestamp": record.timestamp}
+
+
+def _decision(state: PoolState, record: SourceRecord, pool: str, trigger: Mapping[str, Any],
               verdict: decider.Verdict) -> tuple[PoolState, list[Emit]]:
+    """The `ScalingDecision` record, as a mapping in the model's field order (the hot path)."""
     current = state.decider
     assert current is not None
     state, seq = state.next_seq(SCALING_DECISIONS)
-    names = {r.key: r.name for r in current.policy.rules}
-    out = ScalingDecision.model_construct(
-        type="ScalingDecision", pool=pool, seq=seq, cause=record.cause, policy_version=current.policy.version,
-        trigger=trigger, outcome=verdict.outcome, requested=verdict.requested, granted=verdict.granted,
-        moves=list(verdict.moves), instances={names[k]: current.instances[k] for k in sorted(names)},
-        metricals={names[k]: current.metricals[k] for k in sorted(names)}, capacity=current.capacity,
-        free=current.free, scores=dict(verdict.scores), reason_code=verdict.reason_code, reason=verdict.reason)
+    rules = current.policy.rules
+    out = {
+        "type": "ScalingDecision", "pool": pool, "seq": seq, "cause": _cause(record),
+        "policy_version": current.policy.version, "trigger": trigger, "outcome": verdict.outcome,
+        "requested": verdict.requested, "granted": verdict.granted, "moves": list(verdict.moves),
+        "instances": {r.name: current.instances[r.key] for r in rules},
+        "metricals": {r.name: current.metricals[r.key] for r in rules},
+        "capacity": current.capacity, "free": current.free, "scores": dict(verdict.scores),
+        "reason_code": verdict.reason_code, "reason": verdict.reason,
+    }
     return state, [Emit(SCALING_DECISIONS, pool, out)]
 
 
@@ -163,8 +176,8 @@ def _justice_metric(state: PoolState, record: SourceRecord, pool: str) -> tuple[
                                      f"(the driver is {current.policy.driver!r})")
     new, verdict = justice.on_metric(current, metrical)
     state, seq = replace(state, justice=new).next_seq(JUSTICE_OUTCOMES)
-    out = JusticeOutcome.model_construct(
-        type="JusticeOutcome", pool=pool, seq=seq, cause=record.cause, policy_version=new.policy.version,
-        driver=new.policy.driver, metrical=metrical, outcome=verdict.outcome, rule=verdict.rule,
-        targets=dict(verdict.targets), deltas=dict(verdict.deltas), changed=verdict.changed, reason=verdict.reason)
+    out = {"type": "JusticeOutcome", "pool": pool, "seq": seq, "cause": _cause(record),
+           "policy_version": new.policy.version, "driver": new.policy.driver, "metrical": metrical,
+           "outcome": verdict.outcome, "rule": verdict.rule, "targets": dict(verdict.targets),
+           "deltas": dict(verdict.deltas), "changed": verdict.changed, "reason": verdict.reason}
     return state, [Emit(JUSTICE_OUTCOMES, pool, out)]

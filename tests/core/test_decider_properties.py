@@ -9,6 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from schemas.decisions import ScalingDecision
 from streams.core.decider import DeciderState
 from tests.core.builders import Log
 
@@ -76,6 +77,8 @@ def run(policy: dict[str, Any], log_events: list[tuple[Any, ...]], shout: bool =
 @given(policies(), events)
 def test_invariants_hold_for_every_decision(policy: dict[str, Any], log_events: list[tuple[Any, ...]]) -> None:
     for before, after, d in run(policy, log_events):
+        # every decision is a valid record of its published schema
+        assert ScalingDecision.model_validate(d).model_dump(mode="json", by_alias=True) == d
         rules = {r.name: r for r in after.policy.rules}
         # instances never exceed capacity
         assert sum(after.instances.values()) <= after.capacity

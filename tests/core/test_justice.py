@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from schemas.decisions import JusticeOutcome
 from streams.core import pool
 from streams.policy_files import as_record
 from tests.core.builders import Log
@@ -26,6 +27,7 @@ def outcome(outputs: list[Any]) -> dict[str, Any]:
     [out] = outputs
     assert out.stream == pool.JUSTICE_OUTCOMES, json.loads(out.value_bytes())
     result: dict[str, Any] = json.loads(out.value_bytes())
+    assert JusticeOutcome.model_validate(result).model_dump(mode="json") == result
     return result
 
 

@@ -1,0 +1,103 @@
+"""Fold rate of the pure core: metric records per second, one process, for 10 / 100 / 1,000 apps.
+
+Three measures per pool size, each over the same generated log (seeded, so runs compare):
+  decide   `decider.on_metric` on already-parsed (app, metrical) pairs: the decision logic alone;
+  fold     `pool.apply` on raw envelope bytes: validation, decision, the ScalingDecision record;
+  encode   fold plus the record's canonical JSON bytes: everything a worker does but Kafka I/O.
+Rates are medians of --repeat runs. Run: `.venv/bin/python bench/core_fold.py [--records N]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from streams.core import decider, pool
+from streams.core.source import SourceRecord
+from streams.io import envelope
+
+SPEC = [{"Metrical": [0, 20], "Number": -10}, {"Metrical": [20, 40], "Number": -5},
+        {"Metrical": [40, 60], "Number": 0}, {"Metrical": [60, 80], "Number": 5},
+        {"Metrical": [80, 100], "Number": 10}]
+
+
+def policy(apps: int) -> dict[str, Any]:
+    return {"kind": "decider", "version": "bench", "capacity": apps * 12,
+            "initial": {f"app{i:04d}": 10 for i in range(apps)},
+            "apps": [{"App": f"app{i:04d}", "Priority": 1 + i % 10, "MinNum": 2, "Spec": SPEC} for i in range(apps)]}
+
+
+def log(apps: int, records: int, seed: int = 7) -> list[tuple[str, float]]:
+    rng = random.Random(seed)
+    return [(f"app{rng.randrange(apps):04d}", float(rng.randrange(101))) for _ in range(records)]
+
+
+def start(apps: int) -> pool.PoolState:
+    record = SourceRecord(pool.POLICIES, 0, 0, 0, b"bench", json.dumps(policy(apps)).encode())
+    state, _ = pool.apply(pool.PoolState(), record, pool.POLICIES)
+    return state
+
+
+def rate(count: int, seconds: float) -> str:
+    return f"{count / seconds:>10,.0f}"
+
+
+def measure(apps: int, records: int, repeat: int) -> tuple[str, str, str]:
+    """Median of `repeat` runs of each measure (this machine's neighbours make single runs noisy)."""
+    runs = [_once(apps, records) for _ in range(repeat)]
+    return tuple(rate(records, statistics.median(r[i] for r in runs)) for i in range(3))  # type: ignore[return-value]
+
+
+def _once(apps: int, records: int) -> tuple[float, float, float]:
+    metrics = log(apps, records)
+    initial = start(apps)
+
+    state = initial.decider
+    assert state is not None
+    t = time.perf_counter()
+    for name, value in metrics:
+        state, _ = decider.on_metric(state, name, value)
+    decide = time.perf_counter() - t
+
+    raw = [SourceRecord(pool.PLUGIN_DECIDER, 0, i, i, b"bench", envelope(n, v, pool.PLUGIN_DECIDER))
+           for i, (n, v) in enumerate(metrics)]
+    s = initial
+    t = time.perf_counter()
+    for record in raw:
+        s, _ = pool.apply(s, record, pool.PLUGIN_DECIDER)
+    fold = time.perf_counter() - t
+
+    s = initial
+    t = time.perf_counter()
+    for record in raw:
+        s, outputs = pool.apply(s, record, pool.PLUGIN_DECIDER)
+        for out in outputs:
+            out.value_bytes()
+    encode = time.perf_counter() - t
+    return decide, fold, encode
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--records", type=int, default=100_000, help="records per pool size (1,000 apps: /10)")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    print(f"machine: {cpu}, {os.cpu_count()} cores; python {platform.python_version()}")
+    print(f"{'apps':>6} {'records':>9} {'decide/s':>10} {'fold/s':>10} {'encode/s':>10}")
+    for apps in (10, 100, 1000):
+        records = args.records if apps < 1000 else max(1000, args.records // 10)
+        decide, fold, encode = measure(apps, records, args.repeat)
+        print(f"{apps:>6} {records:>9} {decide} {fold} {encode}")
+
+
+if __name__ == "__main__":
+    main()
