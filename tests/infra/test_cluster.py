@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -70,6 +71,9 @@ def test_three_broker_kraft_cluster_replicates(tmp_path: Path) -> None:
     cluster = Cluster(topology)
     try:
         cluster.up()
+        deadline = time.monotonic() + 30
+        while kafka_broker_count(topology.bootstrap) != 3 and time.monotonic() < deadline:
+            time.sleep(0.5)
         assert kafka_broker_count(topology.bootstrap) == 3
         asyncio.run(_create_replicated_topic(topology.bootstrap))
     finally:
