@@ -6,6 +6,6 @@ current by a test, so producers and consumers in other languages can validate ag
 
 from schemas.common import Cause
 from schemas.envelope import CommandEnvelope, MetricBody
-from schemas.records import AppMetrical, DeadLetter
+from schemas.records import DeadLetter
 
-__all__ = ["AppMetrical", "Cause", "CommandEnvelope", "DeadLetter", "MetricBody"]
+__all__ = ["Cause", "CommandEnvelope", "DeadLetter", "MetricBody"]

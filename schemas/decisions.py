@@ -64,8 +64,8 @@ class JusticeOutcome(Record):
     cause: Cause
     policy_version: str
     driver: str
-    metrical: float
-    outcome: Literal["applied", "no_rule"]
+    metrical: float | None = Field(description="The driver's metrical; null when a policy record applied")
+    outcome: Literal["applied", "no_rule", "policy"]
     rule: tuple[float, float] | None = Field(description="The driver's range that matched")
     targets: dict[str, int]
     deltas: dict[str, int] = Field(description="targets minus the previous targets (0 before the first)")

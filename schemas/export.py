@@ -13,10 +13,10 @@ from schemas.common import Cause
 from schemas.decisions import JusticeOutcome, ScalingDecision
 from schemas.envelope import CommandEnvelope, MetricBody
 from schemas.policy import DeciderPolicy, JusticePolicy
-from schemas.records import AppMetrical, DeadLetter
+from schemas.records import DeadLetter
 
 MODELS: tuple[type[BaseModel], ...] = (
-    AppMetrical, Cause, CommandEnvelope, DeadLetter, DeciderPolicy, InstancesObserved, JusticeOutcome,
+    Cause, CommandEnvelope, DeadLetter, DeciderPolicy, InstancesObserved, JusticeOutcome,
     JusticePolicy, MetricBody, PoolCapacitySet, ScalingDecision,
 )
 JSON_DIR = Path(__file__).resolve().parent / "json"

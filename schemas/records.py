@@ -9,21 +9,6 @@ from pydantic import Field
 from schemas.common import Cause, Record
 
 
-class AppMetrical(Record):
-    """A validated `app-metrical` command, normalised: the intake's output (topic `app-metricals`).
-
-    `app` keeps the producer's spelling; matching is case-insensitive downstream (SPEC §1).
-    """
-
-    type: Literal["AppMetrical"] = "AppMetrical"
-    pool: str
-    seq: int = Field(ge=1, description="1, 2, ... per pool")
-    cause: Cause
-    channel: str
-    app: str
-    metrical: float = Field(ge=0, le=100)
-
-
 class DeadLetter(Record):
     """An input record that failed validation, kept whole on `<topic>.dlq` with the reason.
 

@@ -141,10 +141,12 @@ def worker(bootstrap: Bootstrap = None, topic_prefix: Prefix = None,
 def _run_worker(settings: Settings) -> None:
     import faust
 
-    from streams.app import create_app
+    from streams.app import create_app, discard_local_tables
     from streams.topics import create_topics
 
     create_topics(settings)
+    if settings.processing_guarantee == "exactly_once":
+        discard_local_tables(settings)
     app = create_app(settings)
     faust.Worker(app, loglevel=settings.log_level, logfile=None).execute_from_commandline()
 
@@ -158,9 +160,10 @@ def run() -> None:
     cluster.up()
     settings = Settings()
     typer.echo(f"kafka {cluster.topology.bootstrap} and zookeeper {cluster.topology.zookeeper_hosts} are up.\n"
-               "In another shell, send a metric and watch it come out:\n"
-               "  .venv/bin/tribunal metric ats 90 --pool pool-a\n"
-               "  .venv/bin/tribunal tail app-metricals --from-beginning\n"
+               "In another shell, give pool-a a policy, send a metric, and watch the decision:\n"
+               "  .venv/bin/tribunal policy apply examples/decider-pool-a.yaml --pool pool-a\n"
+               "  .venv/bin/tribunal metric ats 75 --pool pool-a\n"
+               "  .venv/bin/tribunal tail scaling-decisions --from-beginning\n"
                "Stop with Ctrl-C, then `make down`.", err=True)
     _run_worker(settings)
 
@@ -223,6 +226,67 @@ def policy_validate(file: Annotated[Path, typer.Argument(help="Policy file: a re
         for problem in e.problems:
             typer.echo(f"{file}: {problem}", err=True)
         raise typer.Exit(1) from None
+
+
+@policy_cli.command("apply")
+def policy_apply(file: Annotated[Path, typer.Argument(help="Policy file: a record, or a seed document")],
+                 pool: Annotated[str, typer.Option(help="Pool id (the record key)")],
+                 version: Annotated[str | None, typer.Option(help="Version for a bare seed document")] = None,
+                 capacity: Annotated[int | None, typer.Option(help="Pool capacity")] = None,
+                 bootstrap: Bootstrap = None, topic_prefix: Prefix = None) -> None:
+    """Validate a policy, then publish it to `policies` for one pool (it applies to later records)."""
+    from streams.io import produce
+    from streams.policy_files import PolicyInvalid, load
+
+    try:
+        policy = load(file, version, capacity)
+    except PolicyInvalid as e:
+        for problem in e.problems:
+            typer.echo(f"{file}: {problem}", err=True)
+        raise typer.Exit(1) from None
+    settings = _settings(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
+    topic = settings.topic("policies")
+    partition, offset = produce(settings, topic, pool.encode(), policy.model_dump_json().encode())
+    typer.echo(f"applied {policy.kind} policy {policy.version} to pool {pool}: {topic}[{partition}]@{offset}")
+
+
+@cli.command("state")
+def state(pool: Annotated[str, typer.Option(help="Pool id")],
+          as_json: Annotated[bool, typer.Option("--json", help="Print the raw JSON")] = False,
+          web: Annotated[str | None, typer.Option(help="Worker web endpoint host:port "
+                                                  "(default $TRIBUNAL_WEB_HOST:$TRIBUNAL_WEB_PORT)")] = None) -> None:
+    """Show a pool's current instances, metricals, free capacity and policy version, from the worker."""
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    settings = _settings()
+    where = web or f"{settings.web_host}:{settings.web_port}"
+    url = f"http://{where}/pools/{urllib.parse.quote(pool, safe='')}/"
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            body = json.loads(response.read())
+    except urllib.error.HTTPError as e:
+        raise TribunalError(f"pool {pool!r}: the worker at {where} answered {e.code}") from None
+    except (urllib.error.URLError, OSError) as e:
+        raise TribunalError(f"no worker answers at {where}: {getattr(e, 'reason', e)}") from None
+    if as_json:
+        typer.echo(json.dumps(body, indent=2, sort_keys=True))
+        return
+    typer.echo(f"pool {pool}")
+    if "decider" in body:
+        d = body["decider"]
+        typer.echo(f"  decider policy {d['policy_version']}: capacity {d['capacity']}, free {d['free']}")
+        typer.echo(f"  {'app':<16} {'P':>2} {'min':>4} {'max':>4} {'instances':>9} {'metrical':>8}")
+        for a in d["apps"]:
+            top = a["max"] if a["max"] is not None else "-"
+            typer.echo(f"  {a['app']:<16} {a['priority']:>2} {a['min']:>4} {top:>4} "
+                       f"{a['instances']:>9} {a['metrical']:>8g}{'  idle' if a['idle'] else ''}")
+    if "justice" in body:
+        j = body["justice"]
+        targets = ", ".join(f"{k} {v}" for k, v in j["targets"].items()) or "none yet"
+        typer.echo(f"  justice policy {j['policy_version']}: driver {j['driver']}; targets {targets}")
+    typer.echo("  last offsets: " + ", ".join(f"{k}@{v}" for k, v in sorted(body["offsets"].items())))
 
 
 @cli.command("replay")

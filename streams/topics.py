@@ -2,7 +2,9 @@
 
 Faust subscribes only to topics that exist when a worker starts (a missing source topic is
 "ignored", and records produced to it later are never read), so `tribunal worker` and
-`tribunal topics create` make every topic up front with the partitions and cleanup policy it needs.
+`tribunal topics create` make every topic up front. The input topics must be co-partitioned
+(one partition count, key = pool); outputs get the same count so a pool's decisions stay in one
+partition, in order. `policies` is compacted: its latest record per pool is the pool's policy.
 """
 
 from __future__ import annotations
@@ -10,13 +12,10 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
+from streams.core import pool
 from streams.core.deadletter import dlq_topic
-from streams.core.intake import APP_METRICALS
+from streams.errors import TribunalError
 from streams.settings import Settings
-
-PLUGIN_DECIDER = "plugin_decider"
-PLUGIN_JUSTICE = "plugin_justice"
-METRIC_CHANNELS = (PLUGIN_DECIDER, PLUGIN_JUSTICE)
 
 
 @dataclass(frozen=True)
@@ -30,16 +29,19 @@ class TopicSpec:
 
 def catalogue(settings: Settings) -> list[TopicSpec]:
     """Every topic tribunal reads or writes, with the deployment's prefix applied."""
-    names = [*METRIC_CHANNELS, *(dlq_topic(c) for c in METRIC_CHANNELS), APP_METRICALS]
-    return [TopicSpec(settings.topic(n)) for n in names]
+    inputs = [TopicSpec(settings.topic(t), compacted=t == pool.POLICIES) for t in pool.INPUTS]
+    dead = [TopicSpec(dlq_topic(settings.topic(t))) for t in pool.INPUTS]
+    outputs = [TopicSpec(settings.topic(t)) for t in (pool.SCALING_DECISIONS, pool.JUSTICE_OUTCOMES)]
+    return [*inputs, *outputs, *dead]
 
 
 async def _create(settings: Settings, specs: list[TopicSpec]) -> list[str]:
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+    from aiokafka.errors import KafkaError
 
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap, request_timeout_ms=15000)
-    await admin.start()
     try:
+        await admin.start()
         existing = set(await admin.list_topics())
         missing = [s for s in specs if s.name not in existing]
         if missing:
@@ -47,7 +49,17 @@ async def _create(settings: Settings, specs: list[TopicSpec]) -> list[str]:
                 NewTopic(s.name, settings.partitions, settings.replication_factor, topic_configs=s.config())
                 for s in missing
             ])
+        present = [s.name for s in specs if s.name in existing]
+        if present:
+            described = await admin.describe_topics(present)
+            wrong = sorted(d["topic"] for d in described if len(d["partitions"]) != settings.partitions
+                           and d["topic"] in {settings.topic(t) for t in pool.INPUTS})
+            if wrong:
+                raise TribunalError(f"input topics {wrong} do not have {settings.partitions} partitions; "
+                                    "inputs must be co-partitioned (set --partitions to match)")
         return [s.name for s in missing]
+    except KafkaError as e:
+        raise TribunalError(f"cannot create topics at {settings.kafka_bootstrap}: {e}") from None
     finally:
         await admin.close()
 

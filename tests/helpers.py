@@ -54,3 +54,63 @@ async def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
         return {tp.partition: offset for tp, offset in ends.items()}
     finally:
         await consumer.stop()
+
+
+class Worker:
+    """`tribunal worker` as a separate process, as an operator runs it; killable and restartable."""
+
+    def __init__(self, env: dict[str, str], log_path: Path) -> None:
+        self.env = env
+        self.log_path = log_path
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def start(self) -> None:
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen([TRIBUNAL, "worker"], env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        self.starts += 1
+
+    def kill(self) -> None:
+        """SIGKILL: no flush, no commit, no goodbye."""
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait()
+
+    def stop(self, timeout: float = 60) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+async def produce_all(bootstrap: str, records: list[tuple[str, bytes | None, bytes | None]],
+                      rate: float | None = None) -> None:
+    """Produce (topic, key, value) records in order, idempotently; at most `rate` per second if given."""
+    from aiokafka import AIOKafkaProducer
+
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, linger_ms=5)
+    await producer.start()
+    try:
+        started = asyncio.get_running_loop().time()
+        futures = []
+        for i, (topic, key, value) in enumerate(records):
+            futures.append(await producer.send(topic, value, key=key))
+            if rate:
+                ahead = started + i / rate - asyncio.get_running_loop().time()
+                if ahead > 0:
+                    await asyncio.sleep(ahead)
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()

@@ -53,6 +53,7 @@ class CompiledPolicy:
     rules: tuple[AppRule, ...]  # sorted by key
     by_key: Mapping[str, AppRule] = field(compare=False)
     lower_than: Mapping[int, tuple[AppRule, ...]] = field(compare=False)  # priority -> strictly lower rules
+    source: DeciderPolicy | None = field(default=None, compare=False)  # the record it was compiled from
 
 
 def _rule(app: AppPolicy) -> AppRule:
@@ -67,7 +68,7 @@ def compile_policy(policy: DeciderPolicy) -> CompiledPolicy:
     starting = {name.casefold(): n for name, n in policy.starting_instances().items()}
     lower_than = {p: tuple(r for r in rules if r.priority > p) for p in range(1, 11)}
     return CompiledPolicy(version=policy.version, capacity=policy.capacity, starting=starting, rules=rules,
-                          by_key={r.key: r for r in rules}, lower_than=lower_than)
+                          by_key={r.key: r for r in rules}, lower_than=lower_than, source=policy)
 
 
 @dataclass(frozen=True, slots=True)

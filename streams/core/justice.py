@@ -9,7 +9,7 @@ taken against 0.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from schemas.policy import METRICAL_MAX, JusticePolicy
@@ -21,6 +21,7 @@ class JusticeRules:
     driver: str
     apps: Mapping[str, str]  # key -> name as the policy spells it (first spelling wins)
     rules: tuple[tuple[float, float, Mapping[str, int]], ...]  # (lo, hi, key -> target), sorted
+    source: JusticePolicy | None = field(default=None, compare=False)  # the record it was compiled from
 
 
 def compile_policy(policy: JusticePolicy) -> JusticeRules:
@@ -32,7 +33,7 @@ def compile_policy(policy: JusticePolicy) -> JusticeRules:
         (rule.Metrical[0], rule.Metrical[1], {t.App.casefold(): t.Number for t in rule.Apps})
         for rule in policy.policy.Spec))
     return JusticeRules(version=policy.version, driver=policy.policy.App, apps=dict(sorted(apps.items())),
-                        rules=rules)
+                        rules=rules, source=policy)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +44,7 @@ class JusticeState:
 
 @dataclass(frozen=True, slots=True)
 class JusticeVerdict:
-    outcome: Literal["applied", "no_rule"]
+    outcome: Literal["applied", "no_rule", "policy"]
     rule: tuple[float, float] | None
     targets: Mapping[str, int]  # by policy spelling
     deltas: Mapping[str, int]

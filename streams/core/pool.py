@@ -88,10 +88,14 @@ def _load(adapter: TypeAdapter[Any], record: SourceRecord, what: str) -> object:
 def _policy(state: PoolState, record: SourceRecord, pool: str) -> tuple[PoolState, list[Emit]]:
     policy = _load(_POLICY, record, "policy")
     if isinstance(policy, DeciderPolicy):
-        new, verdict = decider.adopt(state.decider, policy)
-        return _decision(replace(state, decider=new), record, pool, _trigger("policy"), verdict)
+        started, verdict = decider.adopt(state.decider, policy)
+        return _decision(replace(state, decider=started), record, pool, _trigger("policy"), verdict)
     assert isinstance(policy, JusticePolicy)
-    return replace(state, justice=justice.adopt(state.justice, policy)), []
+    rules = justice.adopt(state.justice, policy)
+    current = {rules.policy.apps[k]: v for k, v in rules.targets.items()}
+    adopted = justice.JusticeVerdict("policy", None, current, dict.fromkeys(current, 0), False,
+                                     f"justice policy {policy.version} adopted (driver {rules.policy.driver})")
+    return _justice_outcome(replace(state, justice=rules), record, pool, None, adopted)
 
 
 def _cluster(state: PoolState, record: SourceRecord, pool: str) -> tuple[PoolState, list[Emit]]:
@@ -175,7 +179,14 @@ def _justice_metric(state: PoolState, record: SourceRecord, pool: str) -> tuple[
         raise Rejected("not_driver", f"app {app!r} does not drive justice in pool {pool!r} "
                                      f"(the driver is {current.policy.driver!r})")
     new, verdict = justice.on_metric(current, metrical)
-    state, seq = replace(state, justice=new).next_seq(JUSTICE_OUTCOMES)
+    return _justice_outcome(replace(state, justice=new), record, pool, metrical, verdict)
+
+
+def _justice_outcome(state: PoolState, record: SourceRecord, pool: str, metrical: float | None,
+                     verdict: justice.JusticeVerdict) -> tuple[PoolState, list[Emit]]:
+    new = state.justice
+    assert new is not None
+    state, seq = state.next_seq(JUSTICE_OUTCOMES)
     out = {"type": "JusticeOutcome", "pool": pool, "seq": seq, "cause": _cause(record),
            "policy_version": new.policy.version, "driver": new.policy.driver, "metrical": metrical,
            "outcome": verdict.outcome, "rule": verdict.rule, "targets": dict(verdict.targets),

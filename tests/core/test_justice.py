@@ -33,7 +33,8 @@ def outcome(outputs: list[Any]) -> dict[str, Any]:
 
 def test_the_seeds_document_drives_the_split() -> None:
     log = Log()
-    assert log.policy(justice_policy()) == []
+    adopted = outcome(log.policy(justice_policy()))
+    assert (adopted["outcome"], adopted["targets"], adopted["metrical"]) == ("policy", {}, None)
     first = outcome(log.metric("ats", 10, pool.PLUGIN_JUSTICE))
     assert first["outcome"] == "applied" and first["rule"] == [0.0, 20.0]
     assert first["targets"] == {"ats": 5, "hadoop:latest": 15}
@@ -48,7 +49,7 @@ def test_the_seeds_document_drives_the_split() -> None:
 
     gap = outcome(log.metric("ats", 80, pool.PLUGIN_JUSTICE))
     assert gap["outcome"] == "no_rule" and gap["targets"] == busier["targets"] and gap["changed"] is False
-    assert [first["seq"], same["seq"], busier["seq"], gap["seq"]] == [1, 2, 3, 4]
+    assert [first["seq"], same["seq"], busier["seq"], gap["seq"]] == [2, 3, 4, 5]
 
 
 def test_only_the_driver_drives() -> None:

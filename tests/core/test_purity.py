@@ -52,12 +52,16 @@ def test_the_guard_itself_catches_an_impure_module(tmp_path: Path) -> None:
 
 SCRIPT = """
 import sys
-from streams.core import intake
-from streams.core.source import SourceRecord
+import json
+from streams.core import pool
 from streams.io import envelope
-state = intake.IntakeState()
-for i, v in enumerate([b'x', envelope('a', 3, 'plugin_decider'), b'']):
-    state, outs = intake.apply(state, SourceRecord('plugin_decider', 0, i, 1, b'p', v), 'plugin_decider')
+from streams.core.source import SourceRecord
+from tests.core.builders import seed_policy
+state = pool.PoolState()
+log = [('policies', json.dumps(seed_policy()).encode()), ('plugin_decider', b'x')]
+log += [('plugin_decider', envelope(a, m, 'plugin_decider')) for a, m in [('ats', 75), ('hadoop', 30), ('ats', 90)]]
+for i, (topic, v) in enumerate(log):
+    state, outs = pool.apply(state, SourceRecord(topic, 0, i, 1, b'p', v), topic)
     for o in outs:
         sys.stdout.buffer.write(o.value_bytes() + b'\\n')
 """
@@ -69,5 +73,5 @@ def test_output_bytes_do_not_depend_on_the_hash_seed() -> None:
         return subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, check=True).stdout
 
     first = run("1")
-    assert first.count(b"\n") == 3
+    assert first.count(b"\n") == 5
     assert run("2") == first

@@ -1,0 +1,61 @@
+"""A pool's state as JSON-able mappings, for the worker's changelog-backed tables, and back.
+
+Policies change rarely and can be large, so they are kept apart from the per-record state: the
+worker writes `dump_policies` only when a policy record applied, and `dump_state` for every
+record. `load(dump_policies(s), dump_state(s)) == s` for every state (a property test holds
+it to that), so a worker that recovers from the changelog folds on exactly as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from schemas.policy import DeciderPolicy, JusticePolicy
+from streams.core import decider, justice
+from streams.core.pool import PoolState
+
+
+def dump_policies(state: PoolState) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if state.decider is not None and state.decider.policy.source is not None:
+        out["decider"] = state.decider.policy.source.model_dump(mode="json")
+    if state.justice is not None and state.justice.policy.source is not None:
+        out["justice"] = state.justice.policy.source.model_dump(mode="json", by_alias=False)
+    return out
+
+
+def dump_state(state: PoolState) -> dict[str, Any]:
+    out: dict[str, Any] = {"seqs": dict(state.seqs), "offsets": dict(state.offsets)}
+    if state.decider is not None:
+        d = state.decider
+        out["decider"] = {"version": d.policy.version, "capacity": d.capacity, "instances": dict(d.instances),
+                          "metricals": dict(d.metricals)}
+    if state.justice is not None:
+        out["justice"] = {"version": state.justice.policy.version, "targets": dict(state.justice.targets)}
+    return out
+
+
+def policies_changed(before: PoolState, after: PoolState) -> bool:
+    """Whether a policy record applied: folds keep the very same compiled policy object otherwise."""
+    def policies(s: PoolState) -> tuple[object, object]:
+        return (s.decider.policy if s.decider else None, s.justice.policy if s.justice else None)
+
+    return any(a is not b for a, b in zip(policies(before), policies(after), strict=True))
+
+
+def load(policies: Mapping[str, Any] | None, state: Mapping[str, Any] | None) -> PoolState:
+    if not state:
+        return PoolState()
+    policies = policies or {}
+    dec = None
+    if "decider" in state:
+        compiled = decider.compile_policy(DeciderPolicy.model_validate(policies["decider"]))
+        s = state["decider"]
+        dec = decider.DeciderState.of(compiled, int(s["capacity"]), dict(s["instances"]),
+                                      {k: float(v) for k, v in s["metricals"].items()})
+    jus = None
+    if "justice" in state:
+        rules = justice.compile_policy(JusticePolicy.model_validate(policies["justice"]))
+        jus = justice.JusticeState(rules, dict(state["justice"]["targets"]))
+    return PoolState(dec, jus, dict(state["seqs"]), dict(state["offsets"]))

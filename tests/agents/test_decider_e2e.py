@@ -1,0 +1,106 @@
+"""The decider and justice on the real broker, with the worker as a separate process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from streams.io import envelope
+from tests.core.builders import seed_policy
+from tests.core.test_justice import justice_policy
+from tests.helpers import Worker, end_offsets, produce_all, read_committed, tribunal
+
+pytestmark = pytest.mark.integration
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def decisions(kafka: str, unique: str, expected: int) -> list[dict[str, object]]:
+    records = asyncio.run(read_committed(kafka, f"{unique}.scaling-decisions", expected))
+    return [json.loads(r.value) for r in records]
+
+
+def test_the_seeds_worked_example_sent_with_tribunal_metric(kafka: str, unique: str, worker: Worker,
+                                                            worker_env: dict[str, str]) -> None:
+    tribunal("policy", "apply", str(EXAMPLES / "decider-pool-a.yaml"), "--pool", "pool-a", env=worker_env)
+    # The policy is decided before any metric is sent: it applies to the records after it.
+    assert decisions(kafka, unique, 1)[0]["outcome"] == "policy", worker.log()[-3000:]
+    for app, value in [("ats", "55"), ("hadoop", "70"), ("ats", "75"), ("ats", "30"), ("Hadoop", "90")]:
+        tribunal("metric", app, value, "--pool", "pool-a", env=worker_env)
+
+    got = decisions(kafka, unique, 6)
+    assert [(d["seq"], d["outcome"], d["instances"]) for d in got] == [
+        (1, "policy", {"ats": 5, "hadoop": 5}), (2, "steady", {"ats": 5, "hadoop": 5}),
+        (3, "rejected", {"ats": 5, "hadoop": 5}), (4, "partial", {"ats": 8, "hadoop": 2}),
+        (5, "idle", {"ats": 8, "hadoop": 2}), (6, "partial", {"ats": 3, "hadoop": 7})]
+    assert got[5]["moves"] == [{"from": "ats", "to": "hadoop", "count": 5, "round": "idle"}]
+    assert all(d["cause"]["topic"] == f"{unique}.plugin_decider" for d in got[1:])
+
+    state = tribunal("state", "--pool", "pool-a", "--json", env=worker_env)
+    apps = {a["app"]: a["instances"] for a in json.loads(state.stdout)["decider"]["apps"]}
+    assert apps == {"ats": 3, "hadoop": 7}
+
+    # Written inside transactions: the partition also holds commit markers, so its end offset runs
+    # past the records it carries (a plain producer's would equal them).
+    ends = asyncio.run(end_offsets(kafka, f"{unique}.scaling-decisions"))
+    partition = {d["cause"]["partition"] for d in got}
+    assert len(partition) == 1 and ends[partition.pop()] > len(got)
+    assert worker.alive
+
+
+MALFORMED = {  # reason code -> (input topic, key, value)
+    "bad_envelope": ("plugin_decider", b"pool-m", b"{not json"),
+    "empty_value": ("plugin_decider", b"pool-m", None),
+    "unknown_command": ("plugin_decider", b"pool-m",
+                        json.dumps({"Command": "app-kill", "Channel": "plugin_decider", "Body": "{}"}).encode()),
+    "wrong_channel": ("plugin_decider", b"pool-m", envelope("ats", 50, "plugin_justice")),
+    "bad_body": ("plugin_decider", b"pool-m",
+                 json.dumps({"Command": "app-metrical", "Channel": "plugin_decider", "Body": "{x"}).encode()),
+    "bad_metric": ("plugin_decider", b"pool-m", envelope("ats", 100.5, "plugin_decider")),
+    "unknown_app": ("plugin_decider", b"pool-m", envelope("mysql", 50, "plugin_decider")),
+    "no_policy": ("plugin_decider", b"pool-nobody", envelope("ats", 50, "plugin_decider")),
+    "bad_key": ("plugin_decider", b"\xff\xfe", envelope("ats", 50, "plugin_decider")),
+    "bad_policy": ("policies", b"pool-m", b'{"kind": "decider", "version": "v9", "apps": []}'),
+    "bad_event": ("cluster-events", b"pool-m", b'{"type": "PoolCapacitySet", "capacity": -1}'),
+    "not_driver": ("plugin_justice", b"pool-m", envelope("hadoop:latest", 50, "plugin_justice")),
+}
+
+
+def test_malformed_records_of_every_kind_go_to_the_dlq_and_the_worker_lives(
+        kafka: str, unique: str, worker: Worker) -> None:
+    p = f"{unique}."
+    setup = [(p + "policies", b"pool-m", json.dumps(seed_policy()).encode()),
+             (p + "policies", b"pool-m", json.dumps(justice_policy()).encode())]
+    asyncio.run(produce_all(kafka, setup))
+    assert len(decisions(kafka, unique, 1)) == 1, worker.log()[-3000:]
+
+    rng = random.Random(4)
+    kinds = sorted(MALFORMED)
+    bad = [kinds[i % len(kinds)] for i in range(1000)]
+    rng.shuffle(bad)
+    mix: list[tuple[str, bytes | None, bytes | None]] = []
+    valid = 0
+    for code in bad:
+        topic, key, value = MALFORMED[code]
+        mix.append((p + topic, key, value))
+        if rng.random() < 0.5:
+            mix.append((p + "plugin_decider", b"pool-m", envelope(rng.choice(["ats", "hadoop"]),
+                                                                  rng.randrange(101), "plugin_decider")))
+            valid += 1
+    asyncio.run(produce_all(kafka, mix))
+
+    dead = []
+    for topic in ("plugin_decider", "policies", "cluster-events", "plugin_justice"):
+        dead += [json.loads(r.value) for r in asyncio.run(read_committed(
+            kafka, f"{p}{topic}.dlq", expected=sum(1 for c in bad if MALFORMED[c][0] == topic), timeout=120))]
+    got = decisions(kafka, unique, valid + 1)
+    log = worker.log()
+    assert Counter(d["reason_code"] for d in dead) == Counter(bad), log[-3000:]
+    assert all(d["reason"] for d in dead)
+    assert len(got) == valid + 1 and [d["seq"] for d in got] == list(range(1, valid + 2))
+    assert worker.alive and worker.starts == 1
+    assert "Crashed" not in log and "Restarting dead" not in log
