@@ -9,9 +9,9 @@ Exactly-once, and what holds it together:
 * Two tables keyed by pool (RocksDB locally, changelog topics in Kafka): `pool-policies`,
   written when a policy record applies, and `pool-state`, written for every record. The state
   holds the last input offset applied per topic, so a redelivered record yields nothing.
-* Outputs, changelog writes and the input offset commit go out in one Kafka transaction (see
-  `streams.agents.emit`), so a read_committed consumer sees a decision exactly when its input
-  counts as consumed.
+* A record's outputs and changelog writes go out as one unit in the Kafka transaction that also
+  commits input offsets (see `streams.agents.emit` for the two Faust gaps this closes), so a
+  read_committed consumer sees a decision exactly when its input counts as consumed.
 * Under exactly-once the local RocksDB files are discarded at start-up: a SIGKILLed worker may
   have written state there that its aborted transaction never committed. Recovery re-reads the
   compacted changelogs read_committed, which hold only committed state (Kafka Streams likewise
@@ -29,7 +29,7 @@ from typing import Any
 import faust
 from aiohttp.web import Response
 
-from streams.agents.emit import send_outputs
+from streams.agents.emit import commit_effects
 from streams.core import pool, snapshot
 from streams.core.deadletter import Rejected
 from streams.core.intake import pool_of
@@ -100,20 +100,21 @@ def create_app(settings: Settings) -> faust.App:
             except Exception as exc:  # an unreadable table entry: report the record, keep the entry
                 log.exception("cannot load the state of pool %r", key)
                 _, outputs = pool.reject(pool.PoolState(), record, Rejected("state_unreadable", repr(exc)))
-                await send_outputs(app, settings, event, outputs)
+                await commit_effects(app, settings, event, [], outputs)
                 continue
             try:
                 after, outputs = pool.apply(before, record, names[record.topic])
             except Exception as exc:  # a bug must cost one record, not the worker
                 log.exception("fold failed on %s[%s]@%s", record.topic, record.partition, record.offset)
                 after, outputs = pool.reject(before, record, Rejected("internal_error", repr(exc)))
+            writes = []
             if after is not before:
                 if snapshot.policies_changed(before, after):
-                    policies[key] = snapshot.dump_policies(after)
+                    writes.append((policies, key, snapshot.dump_policies(after)))
                 dumped = snapshot.dump_state(after)
-                states[key] = dumped
+                writes.append((states, key, dumped))
                 cache[key] = (dumped["offsets"], after)
-            await send_outputs(app, settings, event, outputs)
+            await commit_effects(app, settings, event, writes, outputs)
 
     @app.page("/pools/{pool_id}/")
     @app.table_route(table=states, match_info="pool_id")

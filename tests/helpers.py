@@ -96,8 +96,11 @@ class Worker:
 
 
 async def produce_all(bootstrap: str, records: list[tuple[str, bytes | None, bytes | None]],
-                      rate: float | None = None) -> None:
-    """Produce (topic, key, value) records in order, idempotently; at most `rate` per second if given."""
+                      rate: float | None = None) -> list[tuple[int, int]]:
+    """Produce (topic, key, value) records in order, idempotently; at most `rate` per second if given.
+
+    Returns each record's (partition, offset).
+    """
     from aiokafka import AIOKafkaProducer
 
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, enable_idempotence=True, linger_ms=5)
@@ -111,6 +114,6 @@ async def produce_all(bootstrap: str, records: list[tuple[str, bytes | None, byt
                 ahead = started + i / rate - asyncio.get_running_loop().time()
                 if ahead > 0:
                     await asyncio.sleep(ahead)
-        await asyncio.gather(*futures)
+        return [(m.partition, m.offset) for m in await asyncio.gather(*futures)]
     finally:
         await producer.stop()

@@ -1,20 +1,37 @@
-"""Writing a fold's outputs inside the transaction that commits its input.
+"""Writing one record's effects, state and outputs, as one unit inside the Kafka transaction.
 
 Faust's exactly-once mode opens one transactional producer per assigned source partition and
-commits the consumed offsets (and table changelog writes) through it, but `Topic.send` to a topic
-the app does not consume picks no transactional id and goes out *outside* any transaction
-(faust-streaming#177; seen here: output partitions carried no commit markers). So outputs are
-sent with the transactional id of the source partition being processed, which puts them in the
-same transaction as the offset commit: they become visible to read_committed consumers exactly
-when the input counts as consumed.
+commits the consumed offsets through it. Two gaps in it were measured here (tests/agents/
+test_crash.py, SIGKILL under load), and this module closes both:
+
+* `Topic.send` to a topic the app does not consume picks no transactional id and goes out
+  *outside* any transaction (faust-streaming#177; seen here: output partitions carried no commit
+  markers). Outputs are therefore sent with the transactional id of the source partition.
+* A table's changelog write is queued in Faust's producer buffer and sent later by a background
+  task, so the offset commit can fall between a record's outputs and its state: after a crash the
+  outputs were committed while the state that remembers them was not, and the redelivered record
+  was decided a second time (duplicates by cause, seen in the crash test).
+
+So the worker sets table values in the local store only and sends the changelog records itself,
+together with the outputs, while holding the lock Faust takes around its commit for that
+transactional id: all of one input's effects land in the same transaction, or none do. A record
+redelivered after a commit that covered its effects but not its offset is recognised by the last
+input offset kept in the pool state, and yields nothing.
+
+This reaches into two private attributes of faust-streaming 0.15's aiokafka producer
+(`_transaction_producers`, `_trn_locks`); the first write fails the worker, loudly, if a Faust
+upgrade moves them. (`App.in_transaction` is a cached property that is False until the worker
+runs: nothing may read it before.)
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from streams.core.deadletter import dlq_topic
 from streams.core.outputs import DLQ, Emit
+from streams.errors import TribunalError
 from streams.settings import Settings
 
 
@@ -27,14 +44,38 @@ def transactional_id(app: Any, event: Any) -> str | None:
     return f"{app.conf.id}-{group}-{tp.partition}"
 
 
+def _private(producer: Any, name: str) -> Any:
+    """`_trn_locks` (the locks Faust commits under) or `_transaction_producers`, by transactional id."""
+    try:
+        return getattr(producer, name)
+    except AttributeError:
+        raise TribunalError(f"this Faust ({type(producer).__module__}) does not expose the transactional "
+                            "producers tribunal needs for exactly-once; pin faust-streaming 0.15.x") from None
+
+
 def topic_for(settings: Settings, emit: Emit, source_topic: str) -> str:
     return dlq_topic(source_topic) if emit.stream == DLQ else settings.topic(emit.stream)
 
 
-async def send_outputs(app: Any, settings: Settings, event: Any, outputs: list[Emit]) -> None:
-    tid = transactional_id(app, event)
+async def commit_effects(app: Any, settings: Settings, event: Any, writes: Iterable[tuple[Any, str, Any]],
+                         outputs: list[Emit]) -> None:
+    """Apply `writes` (table, key, value) and send their changelog records and `outputs` as one unit."""
+    partition = event.message.partition
+    records: list[tuple[str, bytes, bytes | None, int | None]] = []
+    for table, key, value in writes:
+        store = table.data
+        store[key] = value  # the local store only: the changelog record is sent below
+        records.append((table.changelog_topic.get_topic_name(), store._encode_key(key),
+                        store._encode_value(value), partition))
     for emit in outputs:
-        await app.producer.send(
-            topic_for(settings, emit, event.message.topic), emit.key.encode("utf-8"), emit.value_bytes(),
-            None, None, None, transactional_id=tid,
-        )
+        records.append((topic_for(settings, emit, event.message.topic), emit.key.encode("utf-8"),
+                        emit.value_bytes(), None))
+    tid = transactional_id(app, event)
+    if tid is None:
+        for topic, key, value, part in records:
+            await app.producer.send(topic, key, value, part, None, None)
+        return
+    async with _private(app.producer, "_trn_locks")[tid]:
+        transaction = _private(app.producer, "_transaction_producers")[tid]
+        for topic, key, value, part in records:
+            await transaction.send(topic, value, key=key, partition=part)

@@ -7,6 +7,7 @@ import json
 import random
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,8 +21,11 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def decisions(kafka: str, unique: str, expected: int) -> list[dict[str, object]]:
-    records = asyncio.run(read_committed(kafka, f"{unique}.scaling-decisions", expected))
-    return [json.loads(r.value) for r in records]
+    return [json.loads(r.value) for r in decision_records(kafka, unique, expected)]
+
+
+def decision_records(kafka: str, unique: str, expected: int) -> list[Any]:
+    return asyncio.run(read_committed(kafka, f"{unique}.scaling-decisions", expected))
 
 
 def test_the_seeds_worked_example_sent_with_tribunal_metric(kafka: str, unique: str, worker: Worker,
@@ -47,8 +51,8 @@ def test_the_seeds_worked_example_sent_with_tribunal_metric(kafka: str, unique: 
     # Written inside transactions: the partition also holds commit markers, so its end offset runs
     # past the records it carries (a plain producer's would equal them).
     ends = asyncio.run(end_offsets(kafka, f"{unique}.scaling-decisions"))
-    partition = {d["cause"]["partition"] for d in got}
-    assert len(partition) == 1 and ends[partition.pop()] > len(got)
+    partition = {r.partition for r in decision_records(kafka, unique, 6)}
+    assert len(partition) == 1 and ends[partition.pop()] > len(got), ends
     assert worker.alive
 
 
