@@ -23,13 +23,17 @@ from __future__ import annotations
 import importlib.util
 import logging
 import shutil
+import socket
+import time
 from pathlib import Path
 from typing import Any
 
 import faust
 from aiohttp.web import Response
 
+from streams.agents.continuity import Continuity
 from streams.agents.emit import commit_effects
+from streams.agents.watchdog import Watchdog
 from streams.core import pool, snapshot
 from streams.core.deadletter import Rejected
 from streams.core.intake import pool_of
@@ -51,9 +55,9 @@ def source_record(event: Any) -> SourceRecord:
                         key=m.key, value=m.value)
 
 
-def discard_local_tables(settings: Settings) -> None:
+def discard_local_tables(app: faust.App) -> None:
     """Remove the worker's local table files so that recovery comes from the changelogs alone."""
-    tables = Path(settings.data_dir) / f"{settings.app_id}-data"
+    tables = Path(app.conf.tabledir)
     if tables.exists():
         shutil.rmtree(tables)
         log.info("discarded local table files in %s; recovering from the changelogs", tables)
@@ -74,6 +78,12 @@ def create_app(settings: Settings) -> faust.App:
         web_host=settings.web_host,
         consumer_auto_offset_reset="earliest",
         table_standby_replicas=0,
+        broker_commit_interval=settings.commit_interval,
+        broker_session_timeout=settings.session_timeout,
+        broker_heartbeat_interval=min(3.0, settings.session_timeout / 3),
+        broker_rebalance_timeout=max(30.0, settings.session_timeout),
+        consumer_group_instance_id=settings.instance_id
+        or f"{settings.app_id}-{socket.gethostname()}-{settings.web_port}",
     )
     names = {settings.topic(t): t for t in pool.INPUTS}
     inputs = app.topic(*names, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw",
@@ -81,6 +91,7 @@ def create_app(settings: Settings) -> faust.App:
     policies = app.Table("pool-policies", key_type=str, partitions=settings.partitions)
     states = app.Table("pool-state", key_type=str, partitions=settings.partitions)
     cache: dict[str, tuple[Any, pool.PoolState]] = {}
+    progress = Progress()
 
     def current(key: str) -> pool.PoolState:
         """The pool's state: the decoded copy in memory while the table still holds what it was made from."""
@@ -90,10 +101,13 @@ def create_app(settings: Settings) -> faust.App:
             return hit[1]
         return snapshot.load(policies.get(key), stored)
 
+    continuity = Continuity(app, settings.kafka_bootstrap)
+
     @app.agent(inputs, name="pools")
     async def fold(stream: Any) -> None:
         async for event in stream.events():
             record = source_record(event)
+            await continuity.admit(record.topic, record.partition, record.offset)
             key = pool_of(record)
             try:
                 before = current(key)
@@ -115,6 +129,17 @@ def create_app(settings: Settings) -> faust.App:
                 writes.append((states, key, dumped))
                 cache[key] = (dumped["offsets"], after)
             await commit_effects(app, settings, event, writes, outputs)
+            progress.count(record)
+
+    @app.timer(10.0)
+    async def report_progress() -> None:
+        progress.report()
+
+    watchdog = Watchdog(app, settings.kafka_bootstrap, set(names), settings.stall_timeout)
+
+    @app.timer(5.0)
+    async def watch_for_stalls() -> None:
+        await watchdog.check()
 
     @app.page("/pools/{pool_id}/")
     @app.table_route(table=states, match_info="pool_id")
@@ -125,6 +150,28 @@ def create_app(settings: Settings) -> faust.App:
         return web.json(describe(pool_id, snapshot.load(policies.get(pool_id), stored)))
 
     return app
+
+
+class Progress:
+    """A log line every 10 s while records flow: how many, how fast, and the last one folded."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.reported = 0
+        self.last: SourceRecord | None = None
+        self.since = time.monotonic()
+
+    def count(self, record: SourceRecord) -> None:
+        self.total += 1
+        self.last = record
+
+    def report(self) -> None:
+        now = time.monotonic()
+        if self.total != self.reported and self.last is not None:
+            rate = (self.total - self.reported) / (now - self.since)
+            log.info("folded %d records (%.0f/s); last %s[%d]@%d", self.total, rate, self.last.topic,
+                     self.last.partition, self.last.offset)
+        self.reported, self.since = self.total, now
 
 
 def describe(pool_id: str, state: pool.PoolState) -> dict[str, Any]:

@@ -145,9 +145,9 @@ def _run_worker(settings: Settings) -> None:
     from streams.topics import create_topics
 
     create_topics(settings)
-    if settings.processing_guarantee == "exactly_once":
-        discard_local_tables(settings)
     app = create_app(settings)
+    if settings.processing_guarantee == "exactly_once":
+        discard_local_tables(app)
     faust.Worker(app, loglevel=settings.log_level, logfile=None).execute_from_commandline()
 
 

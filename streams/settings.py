@@ -30,6 +30,17 @@ class Settings(BaseSettings):
     web_host: str = "127.0.0.1"
     web_port: int = Field(6066, ge=0, le=65535)
     processing_guarantee: Literal["exactly_once", "at_least_once"] = "exactly_once"
+    commit_interval: float = Field(
+        0.1, gt=0, description="Seconds between commits: under exactly-once, how long a decision may wait "
+                               "before read_committed consumers see it (Kafka Streams' EOS default is 0.1)")
+    session_timeout: float = Field(
+        10.0, gt=0, description="Seconds until the group gives a dead worker's partitions to another")
+    stall_timeout: float = Field(
+        30.0, gt=0, description="Seconds an input partition may have records waiting without progress "
+                                "before the worker restarts itself in place (see streams.agents.watchdog)")
+    instance_id: str | None = Field(
+        None, description="Static group membership id (KIP-345); default: app id, host name and web port. "
+                          "A restarted worker with the same id takes its partitions back without a rebalance")
     log_level: str = "info"
 
     def topic(self, name: str) -> str:

@@ -1,0 +1,78 @@
+"""A stall watchdog: restart the worker in place when an input partition stops being consumed.
+
+Seen here under repeated SIGKILLs (tests/agents/test_crash.py), and reported upstream for Faust
+and other Kafka stream processors: after a rebalance an assigned partition is silently never
+fetched again; the worker looks healthy while that partition's lag grows. Nothing inside Faust
+could be found to nudge it, and a fresh process gets a fresh assignment and consumes it.
+
+So every few seconds the watchdog compares, for each input partition this worker owns, the
+group's committed offset with the partition's end offset. When a partition has records waiting
+and its committed offset has not moved for `stall_timeout` seconds of normal running (recovery
+and rebalances do not count), the worker logs why and re-executes itself (`os.execv`): same pid,
+same arguments, a fresh Faust. Exactly-once makes that as safe as any crash.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Watchdog:
+    app: Any
+    bootstrap: str
+    inputs: set[str]
+    stall_timeout: float
+    _seen: dict[Any, tuple[int, float]] = field(default_factory=dict)  # tp -> (committed, since)
+    _clients: tuple[Any, Any] | None = None
+
+    async def _connect(self) -> tuple[Any, Any]:
+        if self._clients is None:
+            from aiokafka import AIOKafkaConsumer
+            from aiokafka.admin import AIOKafkaAdminClient
+
+            consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False)
+            admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap)
+            await consumer.start()
+            await admin.start()
+            self._clients = (consumer, admin)
+        return self._clients
+
+    async def check(self) -> None:
+        if self.app.in_recovery or self.app.rebalancing:
+            self._seen.clear()  # only time spent running normally counts
+            return
+        from aiokafka import TopicPartition
+
+        owned = [TopicPartition(tp.topic, tp.partition) for tp in self.app.consumer.assignment()
+                 if tp.topic in self.inputs]
+        if not owned:
+            return
+        consumer, admin = await self._connect()
+        ends = await consumer.end_offsets(owned)
+        committed = await admin.list_consumer_group_offsets(self.app.conf.id, partitions=owned)
+        now = time.monotonic()
+        for tp in owned:
+            done = committed[tp].offset if tp in committed and committed[tp].offset >= 0 else 0
+            previous = self._seen.get(tp)
+            if previous is None or previous[0] != done or ends[tp] <= done:
+                self._seen[tp] = (done, now)
+            elif now - previous[1] >= self.stall_timeout:
+                log.error("input partition %s[%d] has %d records waiting and its committed offset has stayed at %d "
+                          "for %.0fs: restarting the worker in place", tp.topic, tp.partition, ends[tp] - done,
+                          done, now - previous[1])
+                restart_in_place()
+
+
+def restart_in_place() -> None:
+    """Re-execute this process with the same arguments (no cleanup: exactly-once covers a crash)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable, *sys.argv])
