@@ -82,6 +82,7 @@ def create_app(settings: Settings) -> faust.App:
         broker_session_timeout=settings.session_timeout,
         broker_heartbeat_interval=min(3.0, settings.session_timeout / 3),
         broker_rebalance_timeout=max(30.0, settings.session_timeout),
+        producer_linger=settings.linger,
         consumer_group_instance_id=settings.instance_id
         or f"{settings.app_id}-{socket.gethostname()}-{settings.web_port}",
     )

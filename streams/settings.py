@@ -35,6 +35,9 @@ class Settings(BaseSettings):
                                "before read_committed consumers see it (Kafka Streams' EOS default is 0.1)")
     session_timeout: float = Field(
         10.0, gt=0, description="Seconds until the group gives a dead worker's partitions to another")
+    linger: float = Field(
+        0.005, ge=0, description="Seconds the producers wait to fill a batch: with idempotence one batch per "
+                                 "partition is in flight at a time, so batching is what lets outputs keep pace")
     stall_timeout: float = Field(
         30.0, gt=0, description="Seconds an input partition may have records waiting without progress "
                                 "before the worker restarts itself in place (see streams.agents.watchdog)")
