@@ -23,6 +23,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from streams.agents.sideband import Sideband
 from streams.agents.watchdog import restart_in_place
 
 log = logging.getLogger(__name__)
@@ -34,34 +35,16 @@ class Continuity:
     bootstrap: str
     _next: dict[tuple[str, int], int] = field(default_factory=dict)
     _generation: int | None = None
-    _clients: tuple[Any, Any] | None = None
+    sideband: Sideband = field(init=False)
 
-    async def _connect(self) -> tuple[Any, Any]:
-        if self._clients is None:
-            from aiokafka import AIOKafkaConsumer
-            from aiokafka.admin import AIOKafkaAdminClient
-
-            consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False,
-                                        isolation_level="read_committed")
-            admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap)
-            await consumer.start()
-            await admin.start()
-            self._clients = (consumer, admin)
-        return self._clients
-
-    async def _committed(self, topic: str, partition: int) -> int:
-        from aiokafka import TopicPartition
-
-        _, admin = await self._connect()
-        tp = TopicPartition(topic, partition)
-        offsets = await admin.list_consumer_group_offsets(self.app.conf.id, partitions=[tp])
-        return offsets[tp].offset if tp in offsets and offsets[tp].offset >= 0 else 0
+    def __post_init__(self) -> None:
+        self.sideband = Sideband(self.bootstrap)
 
     async def _first_offset_from(self, topic: str, partition: int, start: int) -> int | None:
         """The offset of the first record Kafka holds at or after `start` (None if there is none yet)."""
         from aiokafka import TopicPartition
 
-        consumer, _ = await self._connect()
+        consumer, _ = await self.sideband.clients()
         tp = TopicPartition(topic, partition)
         consumer.assign([tp])
         consumer.seek(tp, start)
@@ -78,7 +61,10 @@ class Continuity:
         key = (topic, partition)
         expected = self._next.get(key)
         if expected is None:
-            expected = await self._committed(topic, partition)
+            from aiokafka import TopicPartition
+
+            tp = TopicPartition(topic, partition)
+            expected = (await self.sideband.committed(self.app.conf.id, [tp]))[tp]
         if offset > expected:
             first = await self._first_offset_from(topic, partition, expected)
             if first is not None and first < offset:

@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from streams.agents.sideband import Sideband
+
 log = logging.getLogger(__name__)
 
 
@@ -31,19 +33,10 @@ class Watchdog:
     inputs: set[str]
     stall_timeout: float
     _seen: dict[Any, tuple[int, float]] = field(default_factory=dict)  # tp -> (committed, since)
-    _clients: tuple[Any, Any] | None = None
+    sideband: Sideband = field(init=False)
 
-    async def _connect(self) -> tuple[Any, Any]:
-        if self._clients is None:
-            from aiokafka import AIOKafkaConsumer
-            from aiokafka.admin import AIOKafkaAdminClient
-
-            consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False)
-            admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap)
-            await consumer.start()
-            await admin.start()
-            self._clients = (consumer, admin)
-        return self._clients
+    def __post_init__(self) -> None:
+        self.sideband = Sideband(self.bootstrap)
 
     async def check(self) -> None:
         if self.app.in_recovery or self.app.rebalancing:
@@ -55,12 +48,12 @@ class Watchdog:
                  if tp.topic in self.inputs]
         if not owned:
             return
-        consumer, admin = await self._connect()
+        consumer, _ = await self.sideband.clients()
         ends = await consumer.end_offsets(owned)
-        committed = await admin.list_consumer_group_offsets(self.app.conf.id, partitions=owned)
+        committed = await self.sideband.committed(self.app.conf.id, owned)
         now = time.monotonic()
         for tp in owned:
-            done = committed[tp].offset if tp in committed and committed[tp].offset >= 0 else 0
+            done = committed[tp]
             previous = self._seen.get(tp)
             if previous is None or previous[0] != done or ends[tp] <= done:
                 self._seen[tp] = (done, now)
