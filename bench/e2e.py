@@ -127,13 +127,15 @@ async def run_baseline(bootstrap: str, records: int, rate: float, seconds: float
     stop = asyncio.Event()
     loop = asyncio.create_task(baseline_loop(bootstrap, "lat-in", "lat-out", stop))
     n = int(rate * seconds)
-    _, seen = await asyncio.gather(produce(bootstrap, "lat-in", metrics(n, 2), rate), collect(bootstrap, "lat-out", n, 300))
+    _, seen = await asyncio.gather(produce(bootstrap, "lat-in", metrics(n, 2), rate),
+                                   collect(bootstrap, "lat-out", n, 300))
     stop.set()
     await loop
     return (throughput, *latencies(seen))
 
 
-async def run_tribunal(bootstrap: str, records: int, rate: float, seconds: float, home: Path) -> tuple[float, float, float]:
+async def run_tribunal(bootstrap: str, records: int, rate: float, seconds: float,
+                       home: Path) -> tuple[float, float, float]:
     [port] = free_ports(1)
     results = []
     for phase, (n, r) in enumerate(((records, None), (int(rate * seconds), rate))):
