@@ -107,8 +107,9 @@ def create_app(settings: Settings) -> faust.App:
     @app.agent(inputs, name="pools")
     async def fold(stream: Any) -> None:
         async for event in stream.events():
+            if not await continuity.admit(event):
+                continue
             record = source_record(event)
-            await continuity.admit(record.topic, record.partition, record.offset)
             key = pool_of(record)
             try:
                 before = current(key)

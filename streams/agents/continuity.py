@@ -1,20 +1,20 @@
-"""Guarding the agent against records Faust skips or hands over out of order.
+"""Guarding the agent against records Faust skips: re-fetch them before going on.
 
-Under repeated SIGKILLs and the rebalances that follow, this worker was once handed an input
-record *after* a later one of the same partition (tests/agents/test_crash.py: offset 78 of a
-pool before its offset 76). The pool fold takes any offset at or below the last one applied for
-a redelivery and drops it, so that input would never be decided.
+Under SIGKILLs and the recoveries that follow, Faust (0.15) hands the agent a partition's records
+with a hole in them: its fetch loop marks a message read even when a flow suspension (recovery,
+rebalance) cancels its delivery, and then registers the hole as a "gap" whose offsets count as
+acknowledged, so the next commit would step over records nobody processed (seen in
+tests/agents/test_crash.py: offset 841 handed while 834 was next).
 
-The mechanism, read off this worker's logs: a rebalance truncates a fetched batch (Faust stops
-yielding a batch when the group generation changes), while Faust's read offset already counts the
-whole batch, so the records after the cut are neither delivered nor fetched again.
+So the agent checks that each input partition arrives contiguously: the first record after an
+assignment must be the group's committed offset, each next one the offset after the last. A
+jump over records Kafka really holds (asked through a side consumer; compaction and transaction
+markers leave legitimate holes) makes the guard undo Faust's gap, seek the partition back to the
+first missing offset, and drop, unacknowledged, whatever arrives before that offset does. Nothing
+is applied out of order and nothing is committed past the hole.
 
-The agent therefore checks that each input partition is delivered contiguously: the first record
-after an assignment must be the group's committed offset, and each next one the offset after the
-last. A jump is fine when Kafka holds nothing in between (compaction, transaction markers); when
-it does hold records there, Faust skipped them, and the worker restarts in place before applying
-anything (`streams.agents.watchdog.restart_in_place`): exactly-once resumes from the committed
-offsets as after any crash.
+This reaches into Faust's consumer (`_gap`, `_unacked_messages`); should the refetch not come,
+the stall watchdog restarts the worker in place.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streams.agents.sideband import Sideband
-from streams.agents.watchdog import restart_in_place
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +33,7 @@ class Continuity:
     app: Any
     bootstrap: str
     _next: dict[tuple[str, int], int] = field(default_factory=dict)
+    _rewinding: dict[tuple[str, int], int] = field(default_factory=dict)  # partition -> offset awaited
     _generation: int | None = None
     sideband: Sideband = field(init=False)
 
@@ -52,13 +52,22 @@ class Continuity:
         records = batch.get(tp, [])
         return records[0].offset if records else None
 
-    async def admit(self, topic: str, partition: int, offset: int) -> None:
-        """Return if `offset` is the next record of its partition; restart the worker if Faust skipped some."""
+    async def admit(self, event: Any) -> bool:
+        """True if `event` is the next record of its partition; False if it must be dropped for now."""
+        message = event.message
+        topic, partition, offset = message.topic, message.partition, message.offset
         generation = self.app.consumer_generation_id
         if generation != self._generation:
             self._next.clear()  # a new assignment starts from the committed offsets
+            self._rewinding.clear()
             self._generation = generation
         key = (topic, partition)
+        rewind_to = self._rewinding.get(key)
+        if rewind_to is not None:
+            if offset != rewind_to:
+                self._drop(message)
+                return False
+            del self._rewinding[key]
         expected = self._next.get(key)
         if expected is None:
             from aiokafka import TopicPartition
@@ -68,7 +77,24 @@ class Continuity:
         if offset > expected:
             first = await self._first_offset_from(topic, partition, expected)
             if first is not None and first < offset:
-                log.error("%s[%d]: handed offset %d while %d is next and present: Faust skipped records; "
-                          "restarting the worker in place", topic, partition, offset, first)
-                restart_in_place()
+                log.warning("%s[%d]: handed offset %d while %d is next: Faust skipped records; re-fetching from %d",
+                            topic, partition, offset, first, first)
+                await self._rewind(message, first)
+                return False
         self._next[key] = offset + 1
+        return True
+
+    def _drop(self, message: Any) -> None:
+        """Let `message` go without acknowledging it, so no commit covers its offset."""
+        message.acked = True  # Faust's ack() is a no-op for a message marked acked
+        self.app.consumer._unacked_messages.discard(message)
+
+    async def _rewind(self, message: Any, first: int) -> None:
+        consumer = self.app.consumer
+        tp = message.tp
+        gaps = consumer._gap.get(tp)
+        if gaps:
+            gaps.chop(first, message.offset + 1)  # the hole is not a gap: nobody processed it
+        self._drop(message)
+        self._rewinding[(message.topic, message.partition)] = first
+        await consumer.seek(tp, first)
