@@ -159,6 +159,28 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
+def free_port_block(count: int, low: int = 20000, high: int = 32000) -> int:
+    """The first of `count` consecutive free ports, below Linux's ephemeral range (32768+).
+
+    Brokers of one cluster take consecutive ports; picking them outside the range the kernel
+    hands out to client sockets keeps a test's cluster from colliding with live connections.
+    """
+    for base in range(low + (os.getpid() * 37) % (high - low - count), high - count, count + 1):
+        try:
+            socks = []
+            for port in range(base, base + count):
+                s = socket.socket()
+                socks.append(s)
+                s.bind((LOOPBACK, port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+    raise InfraError(f"no {count} consecutive free ports between {low} and {high}")
+
+
 def _port_open(port: int, host: str = LOOPBACK) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.settimeout(0.5)

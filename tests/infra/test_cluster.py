@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from streams.infra.cluster import Cluster, Topology, free_ports, kafka_broker_count
+from streams.infra.cluster import Cluster, Topology, free_port_block, free_ports, kafka_broker_count
 from tests.helpers import tribunal
 
 pytestmark = pytest.mark.integration
@@ -65,7 +65,8 @@ def test_up_twice_is_harmless_and_down_leaves_nothing_behind(tmp_path: Path) -> 
 
 def test_three_broker_kraft_cluster_replicates(tmp_path: Path) -> None:
     zk, *_ = free_ports(1)
-    kafka, controller = 31092 + os.getpid() % 500 * 10, 41092 + os.getpid() % 500 * 10
+    base = free_port_block(6)
+    kafka, controller = base, base + 3
     topology = Topology(home=tmp_path, brokers=3, zk_port=zk, kafka_port=kafka, controller_port=controller,
                         broker_heap_mb=256)
     cluster = Cluster(topology)
