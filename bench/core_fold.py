@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import random
 import statistics
 import time
-from pathlib import Path
 from typing import Any
+
+from machine import describe  # type: ignore[import-not-found]
 
 from streams.core import decider, pool
 from streams.core.source import SourceRecord
@@ -89,9 +88,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=100_000, help="records per pool size (1,000 apps: /10)")
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
-    print(f"machine: {cpu}, {os.cpu_count()} cores; python {platform.python_version()}")
+    print(describe())
     print(f"{'apps':>6} {'records':>9} {'decide/s':>10} {'fold/s':>10} {'encode/s':>10}")
     for apps in (10, 100, 1000):
         records = args.records if apps < 1000 else max(1000, args.records // 10)

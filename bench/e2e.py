@@ -15,7 +15,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import random
 import statistics
 import subprocess
@@ -26,6 +25,7 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from machine import describe  # type: ignore[import-not-found]
 
 from streams.infra import Cluster, Topology
 from streams.infra.cluster import free_ports
@@ -177,9 +177,7 @@ def main() -> None:
             ours = asyncio.run(run_tribunal(bootstrap, args.records, args.rate, args.seconds, Path(tmp)))
         finally:
             cluster.down()
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
-    print(f"machine: {cpu}, {os.cpu_count()} cores; python {platform.python_version()}; "
+    print(f"{describe()}; "
           f"{args.records} records backlog; latency at {args.rate:g}/s for {args.seconds:g}s")
     print(f"{'':<22} {'records/s':>10} {'p50 ms':>8} {'p99 ms':>8}")
     print(f"{'aiokafka loop':<22} {base[0]:>10,.0f} {base[1]:>8.1f} {base[2]:>8.1f}")

@@ -8,12 +8,12 @@ the broker) and its resident set size once up. Run: `.venv/bin/python bench/infr
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import statistics
 import tempfile
 import time
 from pathlib import Path
+
+from machine import describe  # type: ignore[import-not-found]
 
 from streams.infra import Cluster, Topology
 from streams.infra.cluster import free_ports, rss_kb
@@ -40,9 +40,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     runs = [one_run() for _ in range(args.runs)]
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
-    print(f"machine: {platform.machine()} {cpu}, {os.cpu_count()} cores; python {platform.python_version()}; "
+    print(f"{describe()}; "
           f"versions: {resolved_versions()}")
     print(f"{'measure':<24} {'median':>8} {'min':>8} {'max':>8}   ({args.runs} runs)")
     for key in runs[0]:

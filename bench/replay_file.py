@@ -11,8 +11,6 @@ from __future__ import annotations
 import argparse
 import base64
 import json
-import os
-import platform
 import random
 import subprocess
 import sys
@@ -20,6 +18,7 @@ import time
 from pathlib import Path
 
 from core_fold import policy  # type: ignore[import-not-found]
+from machine import describe  # type: ignore[import-not-found]
 
 TRIBUNAL = str(Path(sys.executable).with_name("tribunal"))
 
@@ -59,9 +58,7 @@ def main() -> None:
     proc = subprocess.run([TRIBUNAL, "replay", "--input", str(args.log), "--output", str(out)],
                           capture_output=True, text=True, check=True)
     elapsed = time.perf_counter() - started
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor())
-    print(f"machine: {cpu}, {os.cpu_count()} cores; python {platform.python_version()}")
+    print(describe())
     print(proc.stderr.strip())
     print(f"tribunal replay: {args.records:,} records in {elapsed:.1f}s wall = {args.records / elapsed:,.0f} records/s "
           f"(input {args.log.stat().st_size / 1e6:.0f} MB, output {out.stat().st_size / 1e6:.0f} MB)")

@@ -218,10 +218,17 @@ def policy_validate(file: Annotated[Path, typer.Argument(help="Policy file: a re
                     version: Annotated[str | None, typer.Option(help="Version for a bare seed document")] = None,
                     capacity: Annotated[int | None, typer.Option(help="Pool capacity to check")] = None) -> None:
     """Print every error at once, or a one-line summary of a valid policy."""
-    from streams.policy_files import PolicyInvalid, load, summary
+    from streams.policy_files import summary
+
+    typer.echo(summary(_load_policy(file, version, capacity)))
+
+
+def _load_policy(file: Path, version: str | None, capacity: int | None) -> Any:
+    """The validated policy in `file`, or every problem on stderr and exit status 1."""
+    from streams.policy_files import PolicyInvalid, load
 
     try:
-        typer.echo(summary(load(file, version, capacity)))
+        return load(file, version, capacity)
     except PolicyInvalid as e:
         for problem in e.problems:
             typer.echo(f"{file}: {problem}", err=True)
@@ -236,14 +243,8 @@ def policy_apply(file: Annotated[Path, typer.Argument(help="Policy file: a recor
                  bootstrap: Bootstrap = None, topic_prefix: Prefix = None) -> None:
     """Validate a policy, then publish it to `policies` for one pool (it applies to later records)."""
     from streams.io import produce
-    from streams.policy_files import PolicyInvalid, load
 
-    try:
-        policy = load(file, version, capacity)
-    except PolicyInvalid as e:
-        for problem in e.problems:
-            typer.echo(f"{file}: {problem}", err=True)
-        raise typer.Exit(1) from None
+    policy = _load_policy(file, version, capacity)
     settings = _settings(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
     topic = settings.topic("policies")
     partition, offset = produce(settings, topic, pool.encode(), policy.model_dump_json().encode())

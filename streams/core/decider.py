@@ -125,10 +125,13 @@ def _verdict(outcome: Outcome, code: str, reason: str, moves: Iterable[MoveRecor
     return Verdict(outcome, requested, granted, tuple(moves), scores or {}, code, reason)
 
 
-def surplus(rule: AppRule, instances: int, metrical: float) -> int:
+def offered(rule: AppRule, instances: int, number: int) -> int:
     """What an idle app offers: min(-Number, instances - MinNum); 0 unless its Number is negative."""
-    number = rule.number(metrical)
     return max(0, min(-number, instances - rule.min_num)) if number < 0 else 0
+
+
+def surplus(rule: AppRule, instances: int, metrical: float) -> int:
+    return offered(rule, instances, rule.number(metrical))
 
 
 # -- pool events --------------------------------------------------------------------------------
@@ -241,7 +244,7 @@ def on_metric(state: DeciderState, app_key: str, metrical: float) -> tuple[Decid
 
 def _idle(state: DeciderState, rule: AppRule, metrical: float, metricals: dict[str, float],
           idle: frozenset[str], number: int) -> tuple[DeciderState, Verdict]:
-    offer = max(0, min(-number, state.instances[rule.key] - rule.min_num))
+    offer = offered(rule, state.instances[rule.key], number)
     if offer == 0:
         return state.evolve(metricals=metricals, idle=idle), _verdict(
             "idle", "idle_at_min", f"{rule.name} at {metrical:g} is idle but already at MinNum {rule.min_num}")

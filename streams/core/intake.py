@@ -33,14 +33,20 @@ def error_text(error: ValidationError) -> str:
     )
 
 
-def parse(record: SourceRecord, channel: str) -> tuple[str, float]:
-    """The (app, metrical) a record carries, or `Rejected` saying exactly what is wrong."""
+def readable(record: SourceRecord) -> bytes:
+    """The record's value, or `Rejected` when its key cannot name a pool or it has no value."""
     if pool_of(record) == UNREADABLE_KEY:
         raise Rejected("bad_key", "record key is not UTF-8 text (the key names the pool)")
     if record.value is None:
         raise Rejected("empty_value", "record has no value")
+    return record.value
+
+
+def parse(record: SourceRecord, channel: str) -> tuple[str, float]:
+    """The (app, metrical) a record carries, or `Rejected` saying exactly what is wrong."""
+    value = readable(record)
     try:
-        envelope = CommandEnvelope.model_validate_json(record.value)
+        envelope = CommandEnvelope.model_validate_json(value)
     except ValidationError as e:
         raise Rejected("bad_envelope", f"not a command envelope: {error_text(e)}") from None
     if envelope.Command != METRIC_COMMAND:

@@ -18,7 +18,7 @@ from schemas.cluster import ClusterEvent, InstancesObserved, PoolCapacitySet
 from schemas.policy import DeciderPolicy, JusticePolicy, PolicyRecord
 from streams.core import decider, justice
 from streams.core.deadletter import Rejected, dead_letter
-from streams.core.intake import error_text, parse, pool_of
+from streams.core.intake import error_text, parse, pool_of, readable
 from streams.core.outputs import DLQ, Emit
 from streams.core.source import SourceRecord
 
@@ -74,12 +74,9 @@ def reject(state: PoolState, record: SourceRecord, rejection: Rejected) -> tuple
 
 
 def _load(adapter: TypeAdapter[Any], record: SourceRecord, what: str) -> object:
-    if pool_of(record) == "<unreadable-key>":
-        raise Rejected("bad_key", "record key is not UTF-8 text (the key names the pool)")
-    if record.value is None:
-        raise Rejected("empty_value", "record has no value")
+    value = readable(record)
     try:
-        return adapter.validate_json(record.value)
+        return adapter.validate_json(value)
     except ValidationError as e:
         raise Rejected(f"bad_{what}", f"invalid {what}: {error_text(e)}") from None
 
