@@ -12,12 +12,29 @@ from schemas.cluster import InstancesObserved, PoolCapacitySet
 from schemas.common import Cause
 from schemas.decisions import JusticeOutcome, ScalingDecision
 from schemas.envelope import CommandEnvelope, MetricBody
+from schemas.limits import (
+    Alert,
+    GroupHealth,
+    JobAcquired,
+    JobCreated,
+    JobDeleted,
+    JobOffers,
+    JobReleased,
+    MembershipSnapshot,
+    RejectionLimit,
+    SchedulerLost,
+    SchedulerOfflineRequested,
+    SchedulerOnlineRequested,
+    SchedulerRegistered,
+)
 from schemas.policy import DeciderPolicy, JusticePolicy
 from schemas.records import DeadLetter
 
 MODELS: tuple[type[BaseModel], ...] = (
     Cause, CommandEnvelope, DeadLetter, DeciderPolicy, InstancesObserved, JusticeOutcome,
     JusticePolicy, MetricBody, PoolCapacitySet, ScalingDecision,
+    Alert, GroupHealth, JobAcquired, JobCreated, JobDeleted, JobOffers, JobReleased, MembershipSnapshot,
+    RejectionLimit, SchedulerLost, SchedulerOfflineRequested, SchedulerOnlineRequested, SchedulerRegistered,
 )
 JSON_DIR = Path(__file__).resolve().parent / "json"
 

@@ -1,14 +1,15 @@
-"""The Faust application: one agent folds every input topic of a pool through `streams.core.pool`.
+"""The Faust application: one agent per fold of `streams.core.folds` (pools, scheduler groups).
 
 `create_app(settings)` builds a fresh app, so the CLI, the tests and the benchmarks each get one
 configured for their own broker, topic prefix and data directory.
 
 Exactly-once, and what holds it together:
-* The four input topics are co-partitioned (same partition count, key = pool), so one pool lives
-  in one partition of each, and one agent instance owns it.
-* Two tables keyed by pool (RocksDB locally, changelog topics in Kafka): `pool-policies`,
-  written when a policy record applies, and `pool-state`, written for every record. The state
-  holds the last input offset applied per topic, so a redelivered record yields nothing.
+* A fold's input topics are co-partitioned (same partition count, key = pool or group), so one
+  key lives in one partition of each, and one agent instance owns it.
+* Tables keyed by pool or group (RocksDB locally, changelog topics in Kafka): `pool-policies`,
+  written when a policy record applies, `pool-state` and `group-state`, written for every
+  record. A state holds the last input offset applied per topic, so a redelivered record yields
+  nothing.
 * A record's outputs and changelog writes go out as one unit in the Kafka transaction that also
   commits input offsets (see `streams.agents.emit` for the two Faust gaps this closes), so a
   read_committed consumer sees a decision exactly when its input counts as consumed.
@@ -25,8 +26,9 @@ import logging
 import shutil
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import faust
 from aiohttp.web import Response
@@ -34,7 +36,7 @@ from aiohttp.web import Response
 from streams.agents.continuity import Continuity
 from streams.agents.emit import commit_effects
 from streams.agents.watchdog import Watchdog
-from streams.core import pool, snapshot
+from streams.core import folds, limits, pool, snapshot
 from streams.core.deadletter import Rejected
 from streams.core.intake import pool_of
 from streams.core.source import SourceRecord
@@ -86,72 +88,133 @@ def create_app(settings: Settings) -> faust.App:
         consumer_group_instance_id=settings.instance_id
         or f"{settings.app_id}-{socket.gethostname()}-{settings.web_port}",
     )
-    names = {settings.topic(t): t for t in pool.INPUTS}
-    inputs = app.topic(*names, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw",
-                       partitions=settings.partitions)
-    policies = app.Table("pool-policies", key_type=str, partitions=settings.partitions)
-    states = app.Table("pool-state", key_type=str, partitions=settings.partitions)
-    cache: dict[str, tuple[Any, pool.PoolState]] = {}
     progress = Progress()
+    continuity = Continuity(app, settings.kafka_bootstrap)
+    pools = PoolKeeper(app.Table("pool-policies", key_type=str, partitions=settings.partitions),
+                       app.Table("pool-state", key_type=str, partitions=settings.partitions))
+    groups = GroupKeeper(app.Table("group-state", key_type=str, partitions=settings.partitions))
+    inputs: set[str] = set()
+    for fold, keeper in ((folds.POOLS, pools), (folds.GROUPS, groups)):
+        inputs |= add_fold_agent(app, settings, fold, keeper, continuity, progress)
 
-    def current(key: str) -> pool.PoolState:
-        """The pool's state: the decoded copy in memory while the table still holds what it was made from."""
-        stored = states.get(key)
-        hit = cache.get(key)
+    @app.timer(10.0)
+    async def report_progress() -> None:
+        progress.report()
+
+    watchdog = Watchdog(app, settings.kafka_bootstrap, inputs, settings.stall_timeout)
+
+    @app.timer(5.0)
+    async def watch_for_stalls() -> None:
+        await watchdog.check()
+
+    add_state_page(app, "pools", pools, describe)
+    add_state_page(app, "groups", groups, describe_group)
+
+    return app
+
+
+class Keeper(Protocol):
+    """Where a fold's state per key lives between records: load it, and the table writes after a record."""
+
+    def load(self, key: str) -> Any: ...
+
+    def writes(self, key: str, before: Any, after: Any) -> list[tuple[Any, str, Any]]: ...
+
+
+class CachedKeeper:
+    """Keeps the decoded state of each key in memory while its table entry is still what it was made from."""
+
+    def __init__(self, states: Any) -> None:
+        self.states = states
+        self.cache: dict[str, tuple[Any, Any]] = {}
+
+    def decode(self, key: str, stored: Any) -> Any:
+        raise NotImplementedError
+
+    def load(self, key: str) -> Any:
+        stored = self.states.get(key)
+        hit = self.cache.get(key)
         if hit is not None and hit[0] == (stored or {}).get("offsets"):
             return hit[1]
-        return snapshot.load(policies.get(key), stored)
+        return self.decode(key, stored)
 
-    continuity = Continuity(app, settings.kafka_bootstrap)
+    def keep(self, key: str, dumped: dict[str, Any], state: Any) -> tuple[Any, str, Any]:
+        self.cache[key] = (dumped["offsets"], state)
+        return (self.states, key, dumped)
 
-    @app.agent(inputs, name="pools")
-    async def fold(stream: Any) -> None:
+
+class PoolKeeper(CachedKeeper):
+    """A pool's state in two tables: policies (written when one applies) and the per-record state."""
+
+    def __init__(self, policies: Any, states: Any) -> None:
+        super().__init__(states)
+        self.policies = policies
+
+    def decode(self, key: str, stored: Any) -> pool.PoolState:
+        return snapshot.load(self.policies.get(key), stored)
+
+    def writes(self, key: str, before: pool.PoolState, after: pool.PoolState) -> list[tuple[Any, str, Any]]:
+        out = []
+        if snapshot.policies_changed(before, after):
+            out.append((self.policies, key, snapshot.dump_policies(after)))
+        out.append(self.keep(key, snapshot.dump_state(after), after))
+        return out
+
+
+class GroupKeeper(CachedKeeper):
+    """A scheduler group's state in one table, its jobs and their owners included."""
+
+    def decode(self, key: str, stored: Any) -> limits.GroupState:
+        return limits.load(stored)
+
+    def writes(self, key: str, before: limits.GroupState, after: limits.GroupState) -> list[tuple[Any, str, Any]]:
+        return [self.keep(key, limits.dump(after), after)]
+
+
+def add_state_page(app: faust.App, scope: str, keeper: CachedKeeper,
+                   describe_one: Callable[[str, Any], dict[str, Any]]) -> None:
+    """`/{scope}/{key}/`: one key's state as JSON, answered by whichever worker holds the key."""
+    @app.page(f"/{scope}/{{key}}/")
+    @app.table_route(table=keeper.states, match_info="key")
+    async def view(web: Any, request: Any, key: str) -> Response:
+        if keeper.states.get(key) is None:
+            return web.json({"key": key, "error": f"no such {scope[:-1]}"}, status=404)
+        return web.json(describe_one(key, keeper.load(key)))
+
+
+def add_fold_agent(app: faust.App, settings: Settings, fold: folds.Fold, keeper: Keeper,
+                   continuity: Continuity, progress: Progress) -> set[str]:
+    """One agent folding every input topic of `fold`; returns the real input topic names."""
+    names = {settings.topic(t): t for t in fold.inputs}
+    topic = app.topic(*names, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw",
+                      partitions=settings.partitions)
+
+    async def run(stream: Any) -> None:
         async for event in stream.events():
             if not await continuity.admit(event):
                 continue
             record = source_record(event)
             key = pool_of(record)
             try:
-                before = current(key)
+                before = keeper.load(key)
             except Exception as exc:  # an unreadable table entry: report the record, keep the entry
-                log.exception("cannot load the state of pool %r", key)
-                _, outputs = pool.reject(pool.PoolState(), record, Rejected("state_unreadable", repr(exc)))
+                log.exception("cannot load the state of %s %r", fold.name, key)
+                _, outputs = fold.reject(fold.empty(), record, Rejected("state_unreadable", repr(exc)))
                 await commit_effects(app, settings, event, [], outputs)
+                continuity.done(event)
                 continue
             try:
-                after, outputs = pool.apply(before, record, names[record.topic])
+                after, outputs = fold.apply(before, record, names[record.topic])
             except Exception as exc:  # a bug must cost one record, not the worker
                 log.exception("fold failed on %s[%s]@%s", record.topic, record.partition, record.offset)
-                after, outputs = pool.reject(before, record, Rejected("internal_error", repr(exc)))
-            writes = []
-            if after is not before:
-                if snapshot.policies_changed(before, after):
-                    writes.append((policies, key, snapshot.dump_policies(after)))
-                dumped = snapshot.dump_state(after)
-                writes.append((states, key, dumped))
-                cache[key] = (dumped["offsets"], after)
+                after, outputs = fold.reject(before, record, Rejected("internal_error", repr(exc)))
+            writes = keeper.writes(key, before, after) if after is not before else []
             await commit_effects(app, settings, event, writes, outputs)
+            continuity.done(event)
             progress.count(record)
 
-    @app.timer(10.0)
-    async def report_progress() -> None:
-        progress.report()
-
-    watchdog = Watchdog(app, settings.kafka_bootstrap, set(names), settings.stall_timeout)
-
-    @app.timer(5.0)
-    async def watch_for_stalls() -> None:
-        await watchdog.check()
-
-    @app.page("/pools/{pool_id}/")
-    @app.table_route(table=states, match_info="pool_id")
-    async def pool_view(web: Any, request: Any, pool_id: str) -> Response:
-        stored = states.get(pool_id)
-        if stored is None:
-            return web.json({"pool": pool_id, "error": "no such pool"}, status=404)
-        return web.json(describe(pool_id, snapshot.load(policies.get(pool_id), stored)))
-
-    return app
+    app.agent(topic, name=fold.name)(run)
+    return set(names)
 
 
 class Progress:
@@ -191,3 +254,12 @@ def describe(pool_id: str, state: pool.PoolState) -> dict[str, Any]:
         out["justice"] = {"policy_version": j.policy.version, "driver": j.policy.driver,
                           "targets": {j.policy.apps[k]: v for k, v in j.targets.items()}}
     return out
+
+
+def describe_group(group_id: str, state: limits.GroupState) -> dict[str, Any]:
+    """What `tribunal state --group` shows: each scheduler's figures, the orphans and the offers."""
+    names = ("live", "n", "N", "X", "M", "refuse", "alarm", "offline", "drained")
+    return {"group": group_id, "K": state.K, "S": state.S, "sum_N": state.sum_N(),
+            "schedulers": {sid: dict(zip(names, state.figures_of(sid), strict=True)) for sid in sorted(state.members)},
+            "orphans": sorted(state.orphans), "offers": limits.offers(state),
+            "seqs": dict(sorted(state.seqs.items())), "offsets": dict(sorted(state.offsets.items()))}

@@ -6,9 +6,11 @@ when the bytes are not compact JSON, e.g. a malformed record). A null key is poo
 Records are applied in file order; lines of topics tribunal does not read (an export of its own
 outputs, say) are skipped and counted.
 
-Output lines have the same shape: topic `scaling-decisions`, `justice-outcomes` or the input
-topic + `.dlq`; key = pool; partition and timestamp of the cause; offset = the line's position
-among the outputs of that topic and partition (a replay has no broker to assign offsets).
+Each record goes to the fold that reads its topic (`streams.core.folds`): pools (decider,
+justice) or scheduler groups (rejection limits). Output lines have the same shape: the fold's
+output topic or the input topic + `.dlq`; key = pool, group or group/scheduler; partition and
+timestamp of the cause; offset = the line's position among the outputs of that topic and
+partition (a replay has no broker to assign offsets).
 """
 
 from __future__ import annotations
@@ -20,8 +22,8 @@ from typing import Any
 
 import orjson
 
-from streams.core import pool
 from streams.core.deadletter import dlq_topic
+from streams.core.folds import BY_INPUT, Fold
 from streams.core.intake import pool_of
 from streams.core.outputs import DLQ
 from streams.core.source import SourceRecord
@@ -67,33 +69,36 @@ def record_of(row: dict[str, Any]) -> SourceRecord:
 
 @dataclass
 class Replayer:
-    """Folds records of any pool; keeps every pool's state in memory."""
+    """Folds records of any pool or group; keeps every key's state in memory."""
 
     topic_prefix: str = ""
-    states: dict[str, pool.PoolState] = field(default_factory=dict)
+    states: dict[tuple[str, str], Any] = field(default_factory=dict)  # (fold, key) -> state
     counts: dict[str, int] = field(default_factory=dict)
     _next_offset: dict[tuple[str, int], int] = field(default_factory=dict)
 
-    def logical(self, topic: str) -> str | None:
+    def logical(self, topic: str) -> tuple[str, Fold] | None:
         name = topic.removeprefix(self.topic_prefix) if self.topic_prefix else topic
-        return name if name in pool.INPUTS else None
+        fold = BY_INPUT.get(name)
+        return None if fold is None else (name, fold)
 
     def feed(self, record: SourceRecord) -> list[dict[str, Any]]:
-        logical = self.logical(record.topic)
-        if logical is None:
+        routed = self.logical(record.topic)
+        if routed is None:
             self.counts["skipped"] = self.counts.get("skipped", 0) + 1
             return []
-        key = pool_of(record)
-        state, outputs = pool.apply(self.states.get(key, pool.PoolState()), record, logical)
-        self.states[key] = state
+        logical, fold = routed
+        slot = (fold.name, pool_of(record))
+        previous = self.states.get(slot)
+        state, outputs = fold.apply(fold.empty() if previous is None else previous, record, logical)
+        self.states[slot] = state
         self.counts["records"] = self.counts.get("records", 0) + 1
         rows = []
         for emit in outputs:
             topic = dlq_topic(record.topic) if emit.stream == DLQ else self.topic_prefix + emit.stream
             self.counts[emit.stream] = self.counts.get(emit.stream, 0) + 1
-            slot = (topic, record.partition)
-            offset = self._next_offset.get(slot, 0)
-            self._next_offset[slot] = offset + 1
+            where = (topic, record.partition)
+            offset = self._next_offset.get(where, 0)
+            self._next_offset[where] = offset + 1
             rows.append({"topic": topic, "partition": record.partition, "offset": offset,
                          "timestamp": record.timestamp, "key": emit.key, "value": emit.value_bytes()})
         return rows

@@ -3,8 +3,9 @@
 Faust subscribes only to topics that exist when a worker starts (a missing source topic is
 "ignored", and records produced to it later are never read), so `tribunal worker` and
 `tribunal topics create` make every topic up front. The input topics must be co-partitioned
-(one partition count, key = pool); outputs get the same count so a pool's decisions stay in one
-partition, in order. `policies` is compacted: its latest record per pool is the pool's policy.
+(one partition count, key = pool or group); outputs get the same count so a key's decisions stay
+in one partition, in order. `policies` is compacted (its latest record per pool is the pool's
+policy), and so is `rejection-limits` (its latest record per scheduler is the scheduler's limit).
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from streams.core import pool
 from streams.core.deadletter import dlq_topic
+from streams.core.folds import FOLDS
 from streams.errors import TribunalError
 from streams.settings import Settings
 
@@ -29,10 +30,14 @@ class TopicSpec:
 
 def catalogue(settings: Settings) -> list[TopicSpec]:
     """Every topic tribunal reads or writes, with the deployment's prefix applied."""
-    inputs = [TopicSpec(settings.topic(t), compacted=t == pool.POLICIES) for t in pool.INPUTS]
-    dead = [TopicSpec(dlq_topic(settings.topic(t))) for t in pool.INPUTS]
-    outputs = [TopicSpec(settings.topic(t)) for t in (pool.SCALING_DECISIONS, pool.JUSTICE_OUTCOMES)]
+    inputs = [TopicSpec(settings.topic(t), compacted=t in f.compacted) for f in FOLDS for t in f.inputs]
+    dead = [TopicSpec(dlq_topic(settings.topic(t))) for f in FOLDS for t in f.inputs]
+    outputs = [TopicSpec(settings.topic(t), compacted=t in f.compacted) for f in FOLDS for t in f.outputs]
     return [*inputs, *outputs, *dead]
+
+
+def input_topics(settings: Settings) -> set[str]:
+    return {settings.topic(t) for f in FOLDS for t in f.inputs}
 
 
 async def _create(settings: Settings, specs: list[TopicSpec]) -> list[str]:
@@ -53,7 +58,7 @@ async def _create(settings: Settings, specs: list[TopicSpec]) -> list[str]:
         if present:
             described = await admin.describe_topics(present)
             wrong = sorted(d["topic"] for d in described if len(d["partitions"]) != settings.partitions
-                           and d["topic"] in {settings.topic(t) for t in pool.INPUTS})
+                           and d["topic"] in input_topics(settings))
             if wrong:
                 raise TribunalError(f"input topics {wrong} do not have {settings.partitions} partitions; "
                                     "inputs must be co-partitioned (set --partitions to match)")

@@ -16,6 +16,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -90,3 +91,11 @@ def zookeeper(stack: Stack) -> str:
 def unique() -> str:
     """A name no other test uses: for topic prefixes, app ids and ZooKeeper paths."""
     return f"t{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def worker_env(kafka: str, unique: str, tmp_path: Path) -> dict[str, str]:
+    [web_port] = free_ports(1)
+    return {**os.environ, "KAFKA_BOOTSTRAP": kafka, "TRIBUNAL_TOPIC_PREFIX": f"{unique}.",
+            "TRIBUNAL_APP_ID": unique, "TRIBUNAL_DATA_DIR": str(tmp_path / "worker"),
+            "TRIBUNAL_WEB_PORT": str(web_port), "TRIBUNAL_PARTITIONS": "4"}

@@ -56,18 +56,21 @@ async def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
         await consumer.stop()
 
 
-class Worker:
-    """`tribunal worker` as a separate process, as an operator runs it; killable and restartable."""
+class Service:
+    """A long-running `tribunal ARGS` process, as an operator runs it; killable and restartable."""
 
-    def __init__(self, env: dict[str, str], log_path: Path) -> None:
+    args: tuple[str, ...] = ()
+
+    def __init__(self, env: dict[str, str], log_path: Path, *args: str) -> None:
         self.env = env
         self.log_path = log_path
+        self.args = args or self.args
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
     def start(self) -> None:
         log = self.log_path.open("ab")
-        self.proc = subprocess.Popen([TRIBUNAL, "worker"], env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen([TRIBUNAL, *self.args], env=self.env, stdout=log, stderr=subprocess.STDOUT)
         log.close()
         self.starts += 1
 
@@ -93,6 +96,12 @@ class Worker:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+class Worker(Service):
+    """`tribunal worker`."""
+
+    args = ("worker",)
 
 
 async def produce_all(bootstrap: str, records: list[tuple[str, bytes | None, bytes | None]],

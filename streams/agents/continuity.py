@@ -1,29 +1,39 @@
-"""Guarding the agent against records Faust skips: re-fetch them before going on.
+"""Guarding the agents against records Faust skips, and committing only what was really folded.
 
-Under SIGKILLs and the recoveries that follow, Faust (0.15) hands the agent a partition's records
-with a hole in them: its fetch loop marks a message read even when a flow suspension (recovery,
-rebalance) cancels its delivery, and then registers the hole as a "gap" whose offsets count as
-acknowledged, so the next commit would step over records nobody processed (seen in
-tests/agents/test_crash.py: offset 841 handed while 834 was next).
+Under SIGKILLs and the recoveries that follow, Faust (0.15) hands an agent a partition's records
+with holes in them, and its offset bookkeeping commits over the holes (seen in
+tests/agents/test_crash.py, and in CI as decisions missing by cause):
 
-So the agent checks that each input partition arrives contiguously: the first record after an
-assignment must be the group's committed offset, each next one the offset after the last. A
-jump over records Kafka really holds (asked through a side consumer; compaction and transaction
-markers leave legitimate holes) makes the guard undo Faust's gap, seek the partition back to the
-first missing offset, and drop, unacknowledged, whatever arrives before that offset does. Nothing
-is applied out of order and nothing is committed past the hole.
+* its fetch loop marks a message read even when a flow suspension (recovery, rebalance) cancels
+  its delivery, and drops every later-fetched message at or below that read offset;
+* it registers any jump between read offsets as a "gap" that counts as acknowledged (offsets
+  `[read + 1, next]`, inclusive), so the next commit steps over records nobody processed; a
+  batch still being iterated after a seek registers such a gap from the seek point.
 
-This reaches into Faust's consumer (`_gap`, `_unacked_messages`); should the refetch not come,
-the stall watchdog restarts the worker in place.
+So this guard owns the partition's position. Each input partition must arrive contiguously: the
+first record after an assignment is the group's committed offset, each next one the offset after
+the last. A jump over records Kafka really holds (asked through a side consumer; compaction and
+transaction markers leave legitimate holes, which it then steps over) makes the guard seek the
+partition back to the first missing offset and drop, unacknowledged, whatever arrives before that
+offset does (seeking again after each, since each such arrival moved Faust's read offset past
+it). And the offset Faust commits for a partition is taken from the guard, not from Faust's
+acknowledgements and gaps: the offset after the last record whose effects went into the
+transaction, so a commit can never cover a record that was not folded.
+
+This replaces two methods of Faust's consumer instance (`_new_offset`, `_add_gap`) and touches
+`_read_offset` through `seek`; should a refetch never come, the stall watchdog restarts the
+worker in place.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from streams.agents.sideband import Sideband
+from streams.agents.watchdog import restart_in_place
 
 log = logging.getLogger(__name__)
 
@@ -32,33 +42,78 @@ log = logging.getLogger(__name__)
 class Continuity:
     app: Any
     bootstrap: str
-    _next: dict[tuple[str, int], int] = field(default_factory=dict)
+    _next: dict[tuple[str, int], int] = field(default_factory=dict)  # partition -> next offset to admit
+    _done: dict[tuple[str, int], int] = field(default_factory=dict)  # partition -> offset to commit
     _rewinding: dict[tuple[str, int], int] = field(default_factory=dict)  # partition -> offset awaited
     _generation: int | None = None
+    _installed: bool = False
     sideband: Sideband = field(init=False)
 
     def __post_init__(self) -> None:
         self.sideband = Sideband(self.bootstrap)
 
-    async def _first_offset_from(self, topic: str, partition: int, start: int) -> int | None:
-        """The offset of the first record Kafka holds at or after `start` (None if there is none yet)."""
+    def _install(self) -> None:
+        """Make Faust commit the guard's offsets, and never its own gaps."""
+        consumer = self.app.consumer
+
+        def new_offset(tp: Any) -> int | None:
+            acked = consumer._acked.get(tp)
+            if acked:  # Faust's own bookkeeping, kept from growing; the guard's figure is what counts
+                acked.clear()
+                consumer._acked_index[tp].clear()
+            return self._done.get((tp.topic, tp.partition))
+
+        async def no_gap(tp: Any, offset_from: int, offset_to: int) -> None:
+            return None
+
+        consumer._new_offset = new_offset
+        consumer._add_gap = no_gap
+        consumer._gap.clear()
+        self._installed = True
+
+    def done(self, event: Any) -> None:
+        """`event`'s effects are in the transaction: its offset may be committed."""
+        message = event.message
+        key = (message.topic, message.partition)
+        if self._next.get(key) == message.offset + 1:
+            self._done[key] = message.offset + 1
+
+    async def _first_offset_from(self, topic: str, partition: int, start: int, before: int) -> int | None:
+        """The offset of the first record Kafka holds in [start, before), or None if it holds none there.
+
+        An empty fetch proves nothing (a fresh consumer on a loaded broker can time out), so this
+        reads until a record comes or the side consumer's position has passed `before`; after a
+        minute of neither it restarts the worker rather than guess.
+        """
         from aiokafka import TopicPartition
 
         consumer, _ = await self.sideband.clients()
         tp = TopicPartition(topic, partition)
         consumer.assign([tp])
         consumer.seek(tp, start)
-        batch = await consumer.getmany(tp, timeout_ms=3000, max_records=1)
-        records = batch.get(tp, [])
-        return records[0].offset if records else None
+        deadline = time.monotonic() + 60
+        while True:
+            batch = await consumer.getmany(tp, timeout_ms=1000, max_records=1)
+            records = batch.get(tp, [])
+            if records:
+                return records[0].offset if records[0].offset < before else None
+            if await consumer.position(tp) >= before:
+                return None
+            if time.monotonic() > deadline:
+                log.error("%s[%d]: cannot read offsets %d..%d to check for skipped records; restarting",
+                          topic, partition, start, before)
+                restart_in_place()
 
     async def admit(self, event: Any) -> bool:
         """True if `event` is the next record of its partition; False if it must be dropped for now."""
+        if not self._installed:
+            self._install()
         message = event.message
         topic, partition, offset = message.topic, message.partition, message.offset
         generation = self.app.consumer_generation_id
         if generation != self._generation:
             self._next.clear()  # a new assignment starts from the committed offsets
+            self._done.clear()
             self._rewinding.clear()
             self._generation = generation
         key = (topic, partition)
@@ -66,6 +121,8 @@ class Continuity:
         if rewind_to is not None:
             if offset != rewind_to:
                 self._drop(message)
+                if offset > rewind_to:  # its arrival moved Faust's read offset past the one awaited
+                    await self.app.consumer.seek(message.tp, rewind_to)
                 return False
             del self._rewinding[key]
         expected = self._next.get(key)
@@ -74,27 +131,22 @@ class Continuity:
 
             tp = TopicPartition(topic, partition)
             expected = (await self.sideband.committed(self.app.conf.id, [tp]))[tp]
+        if offset < expected:
+            self._drop(message)  # folded already in this assignment: a refetch
+            return False
         if offset > expected:
-            first = await self._first_offset_from(topic, partition, expected)
-            if first is not None and first < offset:
+            first = await self._first_offset_from(topic, partition, expected, offset)
+            if first is not None:
                 log.warning("%s[%d]: handed offset %d while %d is next: Faust skipped records; re-fetching from %d",
                             topic, partition, offset, first, first)
-                await self._rewind(message, first)
+                self._drop(message)
+                self._rewinding[key] = first
+                await self.app.consumer.seek(message.tp, first)
                 return False
         self._next[key] = offset + 1
         return True
 
     def _drop(self, message: Any) -> None:
-        """Let `message` go without acknowledging it, so no commit covers its offset."""
+        """Let `message` go without acknowledging it."""
         message.acked = True  # Faust's ack() is a no-op for a message marked acked
         self.app.consumer._unacked_messages.discard(message)
-
-    async def _rewind(self, message: Any, first: int) -> None:
-        consumer = self.app.consumer
-        tp = message.tp
-        gaps = consumer._gap.get(tp)
-        if gaps:
-            gaps.chop(first, message.offset + 1)  # the hole is not a gap: nobody processed it
-        self._drop(message)
-        self._rewinding[(message.topic, message.partition)] = first
-        await consumer.seek(tp, first)

@@ -1,0 +1,35 @@
+"""The catalogue of tribunal's folds: which input topics each reads, what it writes, how it starts.
+
+The worker runs one agent per fold, replay routes each record to the fold that reads its topic,
+and the topic catalogue is derived from here, so a component added later is one entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from streams.core import limits, pool
+from streams.core.deadletter import Rejected
+from streams.core.outputs import Emit
+from streams.core.source import SourceRecord
+
+
+@dataclass(frozen=True, slots=True)
+class Fold:
+    name: str  # the agent's name, and what a key is scoped by ("pools": pool ids; "groups": scheduler groups)
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    compacted: frozenset[str]  # topics (inputs or outputs) whose latest record per key is what counts
+    empty: Callable[[], Any]
+    apply: Callable[[Any, SourceRecord, str], tuple[Any, list[Emit]]]
+    reject: Callable[[Any, SourceRecord, Rejected], tuple[Any, list[Emit]]]
+
+
+POOLS = Fold("pools", pool.INPUTS, (pool.SCALING_DECISIONS, pool.JUSTICE_OUTCOMES), frozenset({pool.POLICIES}),
+             pool.PoolState, pool.apply, pool.reject)
+GROUPS = Fold("groups", limits.INPUTS, limits.OUTPUTS, frozenset({limits.REJECTION_LIMITS}),
+              limits.GroupState, limits.apply, limits.reject)
+FOLDS = (POOLS, GROUPS)
+BY_INPUT = {topic: fold for fold in FOLDS for topic in fold.inputs}

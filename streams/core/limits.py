@@ -1,0 +1,482 @@
+"""Rejection limits for a scheduler group (SPEC §4), folded from the log.
+
+The seed's schedulers computed N from ZooKeeper watches, so a lost or reordered watch left N
+computed from a stale S and jobs nobody took. Here N is a pure function of the folded log:
+
+    N_i = 1 + K // max(S - n_i, 1)
+
+K counts existing jobs, S live registered schedulers, n_i is scheduler i's fault tolerance. After
+every record the fold offers each orphan job (no live owner) to the least-loaded online scheduler
+with room (ties by id), and a `MembershipSnapshot` from the ZooKeeper bridge is turned into the
+events the log was missing, each applied like any other and reported with the reason.
+
+Cost per record: state lives in persistent maps (structural sharing, O(log n) updates), and
+schedulers are indexed by n, so a change of K or S recomputes one N per distinct n and visits
+only the schedulers whose N actually changed. Only orphans make a record cost more than that.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+from pyrsistent import PMap, PSet, pmap, pset
+
+from schemas.limits import (
+    GroupEvent,
+    JobAcquired,
+    JobCreated,
+    JobDeleted,
+    JobReleased,
+    MembershipSnapshot,
+    SchedulerLost,
+    SchedulerOfflineRequested,
+    SchedulerOnlineRequested,
+    SchedulerRegistered,
+)
+from streams.core.deadletter import Rejected, dead_letter
+from streams.core.intake import error_text, pool_of, readable
+from streams.core.outputs import DLQ, Emit
+from streams.core.source import SourceRecord
+
+SCHEDULER_EVENTS = "scheduler-events"
+JOB_EVENTS = "job-events"
+INPUTS = (SCHEDULER_EVENTS, JOB_EVENTS)
+REJECTION_LIMITS = "rejection-limits"
+GROUP_HEALTH = "group-health"
+JOB_OFFERS = "job-offers"
+ALERTS = "alerts"
+OUTPUTS = (REJECTION_LIMITS, GROUP_HEALTH, JOB_OFFERS, ALERTS)
+
+_EVENT: TypeAdapter[Any] = TypeAdapter(GroupEvent)
+_ON_TOPIC = {
+    SCHEDULER_EVENTS: (SchedulerRegistered, SchedulerLost, SchedulerOfflineRequested, SchedulerOnlineRequested,
+                       MembershipSnapshot),
+    JOB_EVENTS: (JobCreated, JobDeleted, JobAcquired, JobReleased),
+}
+
+Figures = tuple[bool, int, int, int, int, bool, bool, bool, bool]  # live, n, N, X, M, refuse, alarm, offline, drained
+
+
+def limit(K: int, S: int, n: int) -> int:
+    """N for a scheduler with fault tolerance n, in a group of K jobs and S live schedulers."""
+    return 1 + K // max(S - n, 1)
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    scheduler: str
+    address: str
+    n: int
+    M: int
+
+
+_NO_JOBS: PSet[str] = pset()
+_EMPTY: PMap[Any, Any] = pmap()
+
+
+@dataclass(frozen=True, slots=True)
+class GroupState:
+    """One group, folded. `owners` maps every existing job to its owner (None: nobody holds it)."""
+
+    members: PMap[str, Member] = _EMPTY
+    offline: PSet[str] = _NO_JOBS
+    owners: PMap[str, str | None] = _EMPTY
+    held: PMap[str, PSet[str]] = _EMPTY  # owner id (live or not) -> the jobs it holds
+    orphans: PSet[str] = _NO_JOBS  # existing jobs without a live owner
+    by_n: PMap[int, PSet[str]] = _EMPTY  # fault tolerance -> live schedulers with it
+    figures: PMap[str, Figures] = _EMPTY  # last figures emitted per scheduler
+    offers: PMap[str, str] = _EMPTY  # last offers emitted
+    capacity_ok: bool = True
+    seqs: PMap[str, int] = _EMPTY
+    offsets: PMap[str, int] = _EMPTY
+
+    @property
+    def K(self) -> int:
+        return len(self.owners)
+
+    @property
+    def S(self) -> int:
+        return len(self.members)
+
+    def X(self, scheduler: str) -> int:
+        return len(self.held.get(scheduler, _NO_JOBS))
+
+    def N(self, scheduler: str) -> int:
+        return limit(self.K, self.S, self.members[scheduler].n)
+
+    def sum_N(self) -> int:
+        """N summed over online schedulers: one N per distinct n, times how many online ones have it."""
+        K, S = self.K, self.S
+        return sum(limit(K, S, n) * (len(ids) - len(ids & self.offline)) for n, ids in self.by_n.items())
+
+    def figures_of(self, scheduler: str) -> Figures:
+        member = self.members[scheduler]
+        x, big_n, offline = self.X(scheduler), self.N(scheduler), scheduler in self.offline
+        return (True, member.n, big_n, x, member.M, x >= big_n, x > member.M, offline, offline and x == 0)
+
+    def next_seq(self, key: str) -> tuple[GroupState, int]:
+        seq = self.seqs.get(key, 0) + 1
+        return replace(self, seqs=self.seqs.set(key, seq)), seq
+
+
+@dataclass(slots=True)
+class _Step:
+    """What one event did: the schedulers whose own figures may have moved, and a note for the record."""
+
+    touched: set[str] = field(default_factory=set)
+    applied: bool = True
+    note: str = ""
+
+
+# -- the events -----------------------------------------------------------------------------------
+def _discard(held: PMap[str, PSet[str]], owner: str, job: str) -> PMap[str, PSet[str]]:
+    jobs = held.get(owner, _NO_JOBS).discard(job)
+    return held.set(owner, jobs) if jobs else held.discard(owner)
+
+
+def _add(held: PMap[str, PSet[str]], owner: str, job: str) -> PMap[str, PSet[str]]:
+    return held.set(owner, held.get(owner, _NO_JOBS).add(job))
+
+
+def _register(state: GroupState, e: SchedulerRegistered, step: _Step) -> GroupState:
+    member = Member(e.scheduler, e.address, e.fault_tolerance, e.alarm_threshold)
+    old = state.members.get(e.scheduler)
+    if old == member:
+        step.applied, step.note = False, f"{e.scheduler} is registered already"
+        return state
+    by_n = state.by_n
+    if old is not None:
+        rest = by_n[old.n].discard(e.scheduler)
+        by_n = by_n.set(old.n, rest) if rest else by_n.discard(old.n)
+    by_n = by_n.set(member.n, by_n.get(member.n, _NO_JOBS).add(e.scheduler))
+    mine = state.held.get(e.scheduler, _NO_JOBS)  # acquisitions seen before the registration
+    step.touched.add(e.scheduler)
+    step.note = f"{e.scheduler} {'re-registered' if old else 'registered'} (n={member.n}, M={member.M})"
+    return replace(state, members=state.members.set(e.scheduler, member), by_n=by_n,
+                   orphans=state.orphans.difference(mine))
+
+
+def _lose(state: GroupState, scheduler: str, step: _Step) -> GroupState:
+    old = state.members.get(scheduler)
+    if old is None:
+        step.applied, step.note = False, f"{scheduler} is not registered"
+        return state
+    rest = state.by_n[old.n].discard(scheduler)
+    jobs = state.held.get(scheduler, _NO_JOBS)
+    owners = state.owners.update(dict.fromkeys(jobs))  # its owner nodes died with its session
+    step.touched.add(scheduler)
+    step.note = f"{scheduler} lost; {len(jobs)} of its jobs orphaned"
+    return replace(state, members=state.members.discard(scheduler), owners=owners,
+                   held=state.held.discard(scheduler), orphans=state.orphans.union(jobs),
+                   by_n=state.by_n.set(old.n, rest) if rest else state.by_n.discard(old.n))
+
+
+def _set_offline(state: GroupState, scheduler: str, offline: bool, step: _Step) -> GroupState:
+    if (scheduler in state.offline) == offline:
+        step.applied, step.note = False, f"{scheduler} is {'offline' if offline else 'online'} already"
+        return state
+    step.touched.add(scheduler)
+    step.note = f"{scheduler} put {'offline' if offline else 'back online'}"
+    return replace(state, offline=state.offline.add(scheduler) if offline else state.offline.discard(scheduler))
+
+
+def _create(state: GroupState, job: str, step: _Step) -> GroupState:
+    if job in state.owners:
+        step.applied, step.note = False, f"job {job} exists already"
+        return state
+    step.note = f"job {job} created"
+    return replace(state, owners=state.owners.set(job, None), orphans=state.orphans.add(job))
+
+
+def _delete(state: GroupState, job: str, step: _Step) -> GroupState:
+    if job not in state.owners:
+        step.applied, step.note = False, f"job {job} does not exist"
+        return state
+    owner = state.owners[job]
+    held = state.held
+    if owner is not None:
+        held = _discard(held, owner, job)
+        step.touched.add(owner)
+    step.note = f"job {job} deleted" + (f" (held by {owner})" if owner else "")
+    return replace(state, owners=state.owners.discard(job), held=held, orphans=state.orphans.discard(job))
+
+
+def _acquire(state: GroupState, job: str, scheduler: str, step: _Step) -> GroupState:
+    previous = state.owners.get(job, None)
+    if previous == scheduler:
+        step.applied, step.note = False, f"{scheduler} holds job {job} already"
+        return state
+    held = state.held
+    notes = []
+    if job not in state.owners:
+        notes.append(f"job {job} was not known: created")
+    if previous is not None:
+        held = _discard(held, previous, job)
+        step.touched.add(previous)
+        notes.append(f"taken over from {previous}, whose release was not seen")
+    step.touched.add(scheduler)
+    live = scheduler in state.members
+    if not live:
+        notes.append(f"{scheduler} is not registered: the job stays an orphan until it is")
+    step.note = "; ".join([f"{scheduler} acquired job {job}", *notes])
+    return replace(state, owners=state.owners.set(job, scheduler), held=_add(held, scheduler, job),
+                   orphans=state.orphans.discard(job) if live else state.orphans.add(job))
+
+
+def _release(state: GroupState, job: str, scheduler: str, step: _Step) -> GroupState:
+    owner = state.owners.get(job, None)
+    if job not in state.owners or owner != scheduler:
+        step.applied = False
+        step.note = f"stale release of job {job} by {scheduler} (owner: {owner or 'nobody'})"
+        return state
+    step.touched.add(scheduler)
+    step.note = f"{scheduler} released job {job}"
+    return replace(state, owners=state.owners.set(job, None), held=_discard(state.held, scheduler, job),
+                   orphans=state.orphans.add(job))
+
+
+def _one(state: GroupState, event: Any, step: _Step) -> GroupState:
+    if isinstance(event, SchedulerRegistered):
+        return _register(state, event, step)
+    if isinstance(event, SchedulerLost):
+        return _lose(state, event.scheduler, step)
+    if isinstance(event, SchedulerOfflineRequested | SchedulerOnlineRequested):
+        return _set_offline(state, event.scheduler, isinstance(event, SchedulerOfflineRequested), step)
+    if isinstance(event, JobCreated):
+        return _create(state, event.job, step)
+    if isinstance(event, JobDeleted):
+        return _delete(state, event.job, step)
+    if isinstance(event, JobAcquired):
+        return _acquire(state, event.job, event.scheduler, step)
+    assert isinstance(event, JobReleased)
+    return _release(state, event.job, event.scheduler, step)
+
+
+def member_fixes(state: GroupState, snap: MembershipSnapshot) -> list[tuple[Any, str]]:
+    """The scheduler events that would bring the folded group to what the snapshot shows, each with why."""
+    g = snap.group
+    out: list[tuple[Any, str]] = []
+    seen = {s.scheduler: s for s in snap.schedulers}
+    for sid in sorted(state.members.keys() - seen.keys()):
+        out.append((SchedulerLost(group=g, scheduler=sid), f"{sid} is not registered in ZooKeeper"))
+    for sid in sorted(seen):
+        s, member = seen[sid], state.members.get(sid)
+        if member != Member(sid, s.address, s.fault_tolerance, s.alarm_threshold):
+            why = "was never seen registering" if member is None else "registration changed"
+            out.append((s.model_copy(update={"group": g}), f"{sid} {why}"))
+    if snap.offline is not None:
+        wanted = set(snap.offline)
+        for sid in sorted(state.offline - wanted):
+            out.append((SchedulerOnlineRequested(group=g, scheduler=sid), f"{sid} is not on the offline list"))
+        for sid in sorted(wanted.difference(state.offline)):
+            out.append((SchedulerOfflineRequested(group=g, scheduler=sid), f"{sid} is on the offline list"))
+    return out
+
+
+def job_fixes(state: GroupState, snap: MembershipSnapshot) -> list[tuple[Any, str]]:
+    """The job events the snapshot shows missing, against a state whose schedulers it already fixed."""
+    g = snap.group
+    out: list[tuple[Any, str]] = []
+    for job in sorted(state.owners.keys() - snap.jobs.keys()):
+        out.append((JobDeleted(group=g, job=job), f"job {job} no longer exists"))
+    for job in sorted(snap.jobs):
+        owner, known = snap.jobs[job], state.owners.get(job, None)
+        if job not in state.owners:
+            out.append((JobCreated(group=g, job=job), f"job {job} was never seen created"))
+        if known is not None and known != owner:
+            out.append((JobReleased(group=g, job=job, scheduler=known), f"{known} no longer holds job {job}"))
+        if owner is not None and owner != known:
+            out.append((JobAcquired(group=g, job=job, scheduler=owner), f"{owner} holds job {job}"))
+    return out
+
+
+# -- the fold -------------------------------------------------------------------------------------
+def apply(state: GroupState, record: SourceRecord, topic: str) -> tuple[GroupState, list[Emit]]:
+    """Fold one record of logical input `topic` (one of `INPUTS`) into its group's state."""
+    if record.offset <= state.offsets.get(record.topic, -1):
+        return state, []  # a redelivery after a crash: applied already
+    state = replace(state, offsets=state.offsets.set(record.topic, record.offset))
+    try:
+        event = _parse(record, topic)
+    except Rejected as rejection:
+        return reject(state, record, rejection)
+    return fold_event(state, event, record)
+
+
+def reject(state: GroupState, record: SourceRecord, rejection: Rejected) -> tuple[GroupState, list[Emit]]:
+    group = pool_of(record)
+    state, seq = state.next_seq(f"{DLQ}:{record.topic}")
+    return state, [Emit(DLQ, group, dead_letter(record, group, seq, rejection))]
+
+
+def _parse(record: SourceRecord, topic: str) -> Any:
+    value = readable(record)
+    try:
+        event = _EVENT.validate_json(value)
+    except ValidationError as e:
+        raise Rejected("bad_event", f"invalid group event: {error_text(e)}") from None
+    if topic not in _ON_TOPIC:
+        raise Rejected("unknown_topic", f"the limits fold does not read topic {topic!r}")
+    if not isinstance(event, _ON_TOPIC[topic]):
+        raise Rejected("wrong_topic", f"{event.type} does not belong on {topic!r}")
+    if record.key is not None and event.group != pool_of(record):
+        raise Rejected("group_mismatch", f"event names group {event.group!r} but its key is {pool_of(record)!r}")
+    return event
+
+
+def fold_event(state: GroupState, event: Any, record: SourceRecord) -> tuple[GroupState, list[Emit]]:
+    """Apply a parsed event (a snapshot as its corrections) and emit what changed."""
+    before_ks = (state.K, state.S)
+    step = _Step()
+    fixes: list[dict[str, Any]] = []
+    if isinstance(event, MembershipSnapshot):
+        for phase in (member_fixes, job_fixes):  # jobs against the membership the snapshot shows
+            for fix, why in phase(state, event):
+                state = _one(state, fix, step)
+                fixes.append({"event": fix.model_dump(mode="json"), "why": why})
+        step.applied = bool(fixes)
+        step.note = f"snapshot: {len(fixes)} correction(s)" if fixes else "snapshot agrees with the log"
+    else:
+        state = _one(state, event, step)
+    group = event.group
+    outputs: list[Emit] = []
+    state = _limits(state, group, record, before_ks, step.touched, outputs)
+    return _group_records(state, group, event.type, step, fixes, record, outputs)
+
+
+def _cause(record: SourceRecord) -> dict[str, Any]:
+    return {"topic": record.topic, "partition": record.partition, "offset": record.offset,
+            "timestamp": record.timestamp}
+
+
+def _changed_by_ks(state: GroupState, before: tuple[int, int]) -> Iterable[str]:
+    """Schedulers whose N moved because K or S did: one comparison per distinct n."""
+    (k0, s0), (k1, s1) = before, (state.K, state.S)
+    if (k0, s0) == (k1, s1):
+        return ()
+    return [sid for n, ids in state.by_n.items() if limit(k0, s0, n) != limit(k1, s1, n) for sid in ids]
+
+
+def _limits(state: GroupState, group: str, record: SourceRecord, before_ks: tuple[int, int], touched: set[str],
+            outputs: list[Emit]) -> GroupState:
+    candidates = touched.union(_changed_by_ks(state, before_ks))
+    figures = state.figures
+    for sid in sorted(candidates):
+        if sid in state.members:
+            now = state.figures_of(sid)
+        elif sid in figures:
+            old = figures[sid]
+            x = state.X(sid)
+            now = (False, old[1], 0, x, old[4], True, x > old[4], sid in state.offline, False)
+        else:
+            continue  # never registered: nothing was ever said about it
+        previous = figures.get(sid)
+        if now == previous:
+            continue
+        figures = figures.set(sid, now) if now[0] else figures.discard(sid)
+        key = f"{group}/{sid}"
+        state, seq = state.next_seq(f"{REJECTION_LIMITS}:{key}")
+        live, n, big_n, x, m, refuse, alarm, offline, drained = now
+        outputs.append(Emit(REJECTION_LIMITS, key, {
+            "type": "RejectionLimit", "group": group, "scheduler": sid, "live": live, "K": state.K, "S": state.S,
+            "n": n, "N": big_n, "X": x, "M": m, "refuse": refuse, "alarm": alarm, "offline": offline,
+            "drained": drained, "cause": _cause(record), "seq": seq}))
+        was_alarm = previous is not None and previous[6]
+        if alarm != was_alarm:
+            kind = "alarm" if alarm else "alarm_cleared"
+            text = (f"{sid} holds {x} jobs, over its alarm threshold {m}" if alarm
+                    else f"{sid} holds {x} jobs, within its alarm threshold {m}")
+            state = _alert(state, group, sid, kind, text, x, m, record, outputs)
+    return replace(state, figures=figures)
+
+
+def _alert(state: GroupState, group: str, scheduler: str | None, kind: str, message: str, x: int | None,
+           m: int | None, record: SourceRecord, outputs: list[Emit]) -> GroupState:
+    state, seq = state.next_seq(f"{ALERTS}:{group}")
+    outputs.append(Emit(ALERTS, group, {"type": "Alert", "group": group, "scheduler": scheduler, "kind": kind,
+                                        "message": message, "X": x, "M": m, "cause": _cause(record), "seq": seq}))
+    return state
+
+
+def offers(state: GroupState) -> dict[str, str]:
+    """Each orphan (in id order) to the least-loaded online scheduler with room, ties by id."""
+    if not state.orphans:
+        return {}
+    heap = [(state.X(sid), sid, state.N(sid)) for sid in state.members if sid not in state.offline]
+    heap = [entry for entry in heap if entry[0] < entry[2]]
+    heapq.heapify(heap)
+    out: dict[str, str] = {}
+    for job in sorted(state.orphans):
+        if not heap:
+            break
+        x, sid, big_n = heap[0]
+        out[job] = sid
+        if x + 1 < big_n:
+            heapq.heapreplace(heap, (x + 1, sid, big_n))
+        else:
+            heapq.heappop(heap)
+    return out
+
+
+def _group_records(state: GroupState, group: str, event_type: str, step: _Step, fixes: list[dict[str, Any]],
+                   record: SourceRecord, outputs: list[Emit]) -> tuple[GroupState, list[Emit]]:
+    offered = offers(state)
+    sum_n = state.sum_N()
+    capacity_ok = sum_n >= state.K
+    if capacity_ok != state.capacity_ok:
+        text = (f"online schedulers may hold {sum_n} jobs in all, fewer than the {state.K} that exist"
+                if not capacity_ok else f"online schedulers may hold {sum_n} jobs, enough for {state.K}")
+        state = _alert(state, group, None, "capacity_restored" if capacity_ok else "capacity_short", text,
+                       None, None, record, outputs)
+        state = replace(state, capacity_ok=capacity_ok)
+    if offered != state.offers:
+        state, seq = state.next_seq(f"{JOB_OFFERS}:{group}")
+        outputs.append(Emit(JOB_OFFERS, group, {"type": "JobOffers", "group": group, "offers": offered,
+                                                "cause": _cause(record), "seq": seq}))
+        state = replace(state, offers=pmap(offered))
+    state, seq = state.next_seq(f"{GROUP_HEALTH}:{group}")
+    outputs.append(Emit(GROUP_HEALTH, group, {
+        "type": "GroupHealth", "group": group, "event": event_type, "applied": step.applied, "note": step.note,
+        "K": state.K, "S": state.S, "sum_N": sum_n, "capacity_ok": capacity_ok, "orphans": sorted(state.orphans),
+        "offers": offered, "corrections": fixes, "cause": _cause(record), "seq": seq}))
+    return state, outputs
+
+
+# -- state as JSON, for the worker's table ----------------------------------------------------------
+def dump(state: GroupState) -> dict[str, Any]:
+    return {
+        "members": {sid: [m.address, m.n, m.M] for sid, m in sorted(state.members.items())},
+        "offline": sorted(state.offline),
+        "owners": dict(sorted(state.owners.items())),
+        "figures": {sid: list(f) for sid, f in sorted(state.figures.items())},
+        "offers": dict(sorted(state.offers.items())),
+        "capacity_ok": state.capacity_ok,
+        "seqs": dict(sorted(state.seqs.items())),
+        "offsets": dict(sorted(state.offsets.items())),
+    }
+
+
+def load(data: Mapping[str, Any] | None) -> GroupState:
+    """The inverse of `dump`; the derived indexes (held, orphans, by_n) are rebuilt from owners."""
+    if not data:
+        return GroupState()
+    members = {sid: Member(sid, a, int(n), int(m)) for sid, (a, n, m) in data["members"].items()}
+    owners: dict[str, str | None] = dict(data["owners"])
+    held: dict[str, set[str]] = {}
+    for job, owner in owners.items():
+        if owner is not None:
+            held.setdefault(owner, set()).add(job)
+    by_n: dict[int, set[str]] = {}
+    for sid, member in members.items():
+        by_n.setdefault(member.n, set()).add(sid)
+    orphans = {job for job, owner in owners.items() if owner is None or owner not in members}
+    figures: dict[str, Figures] = {sid: tuple(f) for sid, f in data["figures"].items()}
+    return GroupState(
+        members=pmap(members), offline=pset(data["offline"]), owners=pmap(owners),
+        held=pmap({o: pset(j) for o, j in held.items()}), orphans=pset(orphans),
+        by_n=pmap({n: pset(ids) for n, ids in by_n.items()}), figures=pmap(figures), offers=pmap(data["offers"]),
+        capacity_ok=bool(data["capacity_ok"]), seqs=pmap(data["seqs"]), offsets=pmap(data["offsets"]))

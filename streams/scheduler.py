@@ -1,0 +1,195 @@
+"""The scheduler client: seed 001's pseudo-code as a library a scheduler process embeds.
+
+A scheduler registers itself (an ephemeral node with its n and M), follows its own limit on
+`rejection-limits` and its group's offers on `job-offers`, and takes an offered job by creating
+the job's ephemeral owner node (the lock: whoever creates it runs the job). It acquires only while
+it holds fewer than N jobs and is not on the offline list; on the offline list it acquires
+nothing and releases its jobs one by one as each finishes its current run (`drain_interval`),
+until it holds none. Holding more than M jobs emits an alert.
+
+The limits come from the log, not from this process's watches; the client only asks ZooKeeper
+for what ZooKeeper is for: its own liveness, the lock, and the offline list. When its session is
+lost its owner nodes are gone, so it stops every job at once (another scheduler may already hold
+them) and registers again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from streams.core.limits import ALERTS, JOB_OFFERS, REJECTION_LIMITS
+from streams.settings import Settings
+from streams.zk.layout import Layout, registration
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SchedulerClient:
+    settings: Settings
+    group: str
+    scheduler: str
+    address: str = ""
+    fault_tolerance: int = 1
+    alarm_threshold: int = 10
+    layout: Layout = field(default_factory=Layout)
+    session_timeout: float = 6.0
+    drain_interval: float = 0.5
+    on_start: Callable[[str], None] = lambda job: None
+    on_stop: Callable[[str], None] = lambda job: None
+    held: set[str] = field(default_factory=set)
+    limit: dict[str, Any] | None = None  # this scheduler's latest RejectionLimit
+    offers: dict[str, str] = field(default_factory=dict)
+    offline: bool = False
+    _wake: asyncio.Event = field(default_factory=asyncio.Event)
+    _session_lost: threading.Event = field(default_factory=threading.Event)
+    _last_release: float = 0.0
+
+    # -- ZooKeeper ------------------------------------------------------------------------------
+    def _register(self) -> None:
+        from kazoo.exceptions import NodeExistsError
+
+        self.layout.ensure(self.zk, self.group)
+        node = self.layout.node(self.group, "schedulers", self.scheduler)
+        data = registration(self.address, self.fault_tolerance, self.alarm_threshold)
+        try:
+            self.zk.create(node, data, ephemeral=True)
+        except NodeExistsError:  # our previous session's node, not yet expired: take it over
+            self.zk.delete(node)
+            self.zk.create(node, data, ephemeral=True)
+        log.info("%s registered in group %s (n=%d, M=%d)", self.scheduler, self.group, self.fault_tolerance,
+                 self.alarm_threshold)
+
+    def _on_state(self, state: str) -> None:
+        from kazoo.protocol.states import KazooState
+
+        if state == KazooState.LOST:
+            self._session_lost.set()
+
+    def _watch_offline(self) -> None:
+        path = self.layout.node(self.group, "offline", self.scheduler)
+
+        def on_change(data: bytes | None, stat: Any) -> None:
+            self.offline = stat is not None
+            self.loop.call_soon_threadsafe(self._wake.set)
+
+        self.zk.DataWatch(path, on_change)
+
+    def try_acquire(self, job: str) -> bool:
+        """Take `job` through its owner node; False if another scheduler holds it or it no longer exists."""
+        from kazoo.exceptions import NodeExistsError, NoNodeError
+
+        if not self.zk.exists(self.layout.node(self.group, "jobs", job)):
+            return False
+        try:
+            self.zk.create(self.layout.node(self.group, "owners", job), self.scheduler.encode(), ephemeral=True)
+        except (NodeExistsError, NoNodeError):
+            return False
+        self.held.add(job)
+        self.on_start(job)
+        return True
+
+    def release(self, job: str) -> None:
+        from kazoo.exceptions import NoNodeError
+
+        if job not in self.held:
+            return
+        self.held.discard(job)
+        self.on_stop(job)
+        with contextlib.suppress(NoNodeError):
+            self.zk.delete(self.layout.node(self.group, "owners", job))
+
+    # -- the loop ---------------------------------------------------------------------------------
+    def may_acquire(self) -> bool:
+        if self.offline or self.limit is None:
+            return False
+        return len(self.held) < int(self.limit["N"])
+
+    def _alert(self) -> None:
+        alert = {"type": "Alert", "group": self.group, "scheduler": self.scheduler, "kind": "over_threshold",
+                 "message": f"{self.scheduler} holds {len(self.held)} jobs, over its alarm threshold "
+                            f"{self.alarm_threshold}: add machines", "X": len(self.held), "M": self.alarm_threshold,
+                 "cause": None, "seq": None}
+        self._alerts.append(orjson.dumps(alert))
+
+    def step(self) -> None:
+        """One pass of the pseudo-code: stop on a lost session, drain when offline, else take offers."""
+        if self._session_lost.is_set():
+            for job in sorted(self.held):
+                self.held.discard(job)
+                self.on_stop(job)
+            log.warning("%s lost its ZooKeeper session: stopped all jobs; registering again", self.scheduler)
+            self._session_lost.clear()
+            self._register()
+            return
+        if self.offline:
+            now = time.monotonic()
+            if self.held and now - self._last_release >= self.drain_interval:
+                self._last_release = now
+                self.release(sorted(self.held)[0])  # the job that finishes its current run first
+                if not self.held:
+                    log.info("%s drained", self.scheduler)
+            return
+        for job, sid in sorted(self.offers.items()):
+            if sid != self.scheduler or job in self.held:
+                continue
+            if not self.may_acquire():
+                break
+            if self.try_acquire(job) and len(self.held) > self.alarm_threshold:
+                self._alert()
+
+    def _follow(self, record: Any) -> None:
+        value = orjson.loads(record.value)
+        if record.topic == self.settings.topic(REJECTION_LIMITS):
+            if value.get("group") == self.group and value.get("scheduler") == self.scheduler:
+                self.limit = value
+        elif value.get("group") == self.group:
+            self.offers = dict(value["offers"])
+
+    async def run(self, stop: asyncio.Event) -> None:
+        from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+        from kazoo.client import KazooClient
+
+        self.loop = asyncio.get_running_loop()
+        self._alerts: list[bytes] = []
+        self.zk = KazooClient(hosts=self.settings.zookeeper_hosts, timeout=self.session_timeout)
+        self.zk.add_listener(self._on_state)
+        await asyncio.to_thread(self.zk.start, 30)
+        consumer = AIOKafkaConsumer(self.settings.topic(REJECTION_LIMITS), self.settings.topic(JOB_OFFERS),
+                                    bootstrap_servers=self.settings.kafka_bootstrap, group_id=None,
+                                    isolation_level="read_committed", auto_offset_reset="earliest")
+        producer = AIOKafkaProducer(bootstrap_servers=self.settings.kafka_bootstrap, enable_idempotence=True)
+        await consumer.start()
+        await producer.start()
+        try:
+            await asyncio.to_thread(self._register)
+            await asyncio.to_thread(self._watch_offline)
+            while not stop.is_set():
+                batch = await consumer.getmany(timeout_ms=100)
+                for records in batch.values():
+                    for record in records:
+                        self._follow(record)
+                await asyncio.to_thread(self.step)
+                for alert in self._alerts:
+                    await producer.send(self.settings.topic(ALERTS), alert, key=self.group.encode())
+                self._alerts.clear()
+                if not batch:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), self.drain_interval if self.offline else 0.2)
+                    self._wake.clear()
+        finally:
+            for job in sorted(self.held):
+                self.release(job)
+            await consumer.stop()
+            await producer.stop()
+            await asyncio.to_thread(self.zk.stop)
+            self.zk.close()

@@ -1,0 +1,260 @@
+"""The ZooKeeper bridge: what the watches report, as events on Kafka, plus full snapshots.
+
+Watches are one-shot and may be lost or reordered; that is the seed's own failure mode. So the
+bridge publishes each change it sees (the diff of a node's children against what it saw last),
+and a full `MembershipSnapshot` per group on every (re)connect and every `snapshot_interval`
+seconds, from which the limits fold derives whatever the log missed. Only the elected leader
+publishes (kazoo's Election recipe), so two bridges do not double every event.
+
+`drop_fraction` discards that share of change events before they are published (never the
+snapshots), so tests can show that the snapshot repairs what watches lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import socket
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from streams.core.limits import JOB_EVENTS, SCHEDULER_EVENTS
+from streams.settings import Settings
+from streams.zk.layout import Layout, is_group
+from streams.zk.publisher import Publisher
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class GroupView:
+    """What the bridge last saw of one group, to turn the next watch into a diff."""
+
+    schedulers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    jobs: set[str] = field(default_factory=set)
+    owners: dict[str, str] = field(default_factory=dict)
+    offline: set[str] = field(default_factory=set)
+
+
+def scheduler_data(scheduler: str, group: str, raw: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(raw or b"{}")
+    except ValueError:
+        data = {}
+    return {"type": "SchedulerRegistered", "group": group, "scheduler": scheduler,
+            "address": str(data.get("address", "")), "fault_tolerance": int(data.get("fault_tolerance", 1)),
+            "alarm_threshold": int(data.get("alarm_threshold", 10))}
+
+
+class Bridge:
+    def __init__(self, settings: Settings, layout: Layout, snapshot_interval: float = 30.0,
+                 drop_fraction: float = 0.0, session_timeout: float = 6.0, seed: int | None = None) -> None:
+        self.settings, self.layout = settings, layout
+        self.snapshot_interval, self.drop_fraction = snapshot_interval, drop_fraction
+        self.session_timeout = session_timeout
+        self.rng = random.Random(seed)
+        self.views: dict[str, GroupView] = {}
+        self.lock = threading.RLock()
+        self.stopping = threading.Event()
+        self.reconnected = threading.Event()
+        self.session_lost = threading.Event()
+        self.watching: set[str] = set()
+        self.term = 0  # leadership term: watches of an earlier term stop themselves
+        self.dropped = 0
+        self.publisher: Publisher | None = None
+        self.election: Any = None
+
+    # -- publishing ---------------------------------------------------------------------------
+    def _publish(self, topic: str, group: str, event: dict[str, Any], droppable: bool = True) -> None:
+        if droppable and self.drop_fraction and self.rng.random() < self.drop_fraction:
+            self.dropped += 1
+            log.info("dropped (--drop-watch-events): %s", event)
+            return
+        assert self.publisher is not None
+        self.publisher.submit(self.settings.topic(topic), group, event)
+
+    def _scheduler_event(self, group: str, kind: str, scheduler: str) -> None:
+        self._publish(SCHEDULER_EVENTS, group, {"type": kind, "group": group, "scheduler": scheduler})
+
+    def _job_event(self, group: str, kind: str, job: str, scheduler: str | None = None) -> None:
+        event: dict[str, Any] = {"type": kind, "group": group, "job": job}
+        if scheduler is not None:
+            event["scheduler"] = scheduler
+        self._publish(JOB_EVENTS, group, event)
+
+    # -- reading ZooKeeper --------------------------------------------------------------------
+    def _read(self, zk: Any, path: str) -> bytes | None:
+        from kazoo.exceptions import NoNodeError
+
+        try:
+            data, _ = zk.get(path)
+            return bytes(data)
+        except NoNodeError:
+            return None
+
+    def _children(self, zk: Any, path: str) -> list[str]:
+        from kazoo.exceptions import NoNodeError
+
+        try:
+            return sorted(zk.get_children(path))
+        except NoNodeError:
+            return []
+
+    def snapshot(self, zk: Any, group: str) -> dict[str, Any]:
+        """The group as ZooKeeper holds it now; also what the next watch diffs against."""
+        lay = self.layout
+        schedulers = {}
+        for sid in self._children(zk, lay.dir(group, "schedulers")):
+            raw = self._read(zk, lay.node(group, "schedulers", sid))
+            if raw is not None:
+                schedulers[sid] = scheduler_data(sid, group, raw)
+        owners = {}
+        for job in self._children(zk, lay.dir(group, "owners")):
+            raw = self._read(zk, lay.node(group, "owners", job))
+            if raw is not None:
+                owners[job] = raw.decode()
+        jobs = set(self._children(zk, lay.dir(group, "jobs")))
+        offline = set(self._children(zk, lay.dir(group, "offline")))
+        with self.lock:
+            self.views[group] = GroupView(schedulers, jobs, {j: o for j, o in owners.items() if j in jobs}, offline)
+        return {"type": "MembershipSnapshot", "group": group, "schedulers": [schedulers[s] for s in sorted(schedulers)],
+                "jobs": {job: owners.get(job) for job in sorted(jobs)}, "offline": sorted(offline)}
+
+    def publish_snapshots(self, zk: Any) -> None:
+        for group in self._children(zk, self.layout.root):
+            if is_group(group):
+                self._publish(SCHEDULER_EVENTS, group, self.snapshot(zk, group), droppable=False)
+
+    # -- watches --------------------------------------------------------------------------------
+    def _watch_groups(self, zk: Any, term: int) -> None:
+        def on_groups(children: list[str]) -> bool:
+            if term != self.term or self.stopping.is_set():
+                return False
+            for group in sorted(children):
+                if is_group(group) and group not in self.watching:
+                    self.watching.add(group)
+                    self.layout.ensure(zk, group)
+                    self._watch_group(zk, group, term)
+            return True
+
+        zk.ChildrenWatch(self.layout.root, on_groups)
+
+    def _watch_group(self, zk: Any, group: str, term: int) -> None:
+        """Four children watches; each turns a change into events by diffing against the group's view."""
+        lay = self.layout
+
+        def watch(kind: str, handle: Callable[[GroupView, list[str], list[str]], None],
+                  known: Callable[[GroupView], Iterable[str]]) -> None:
+            def on_change(children: list[str]) -> bool:
+                if term != self.term or self.stopping.is_set():
+                    return False  # an earlier leadership term: stop watching
+                with self.lock:
+                    view = self.views.setdefault(group, GroupView())
+                    now, before = set(children), set(known(view))
+                    handle(view, sorted(before - now), sorted(now - before))
+                return True
+
+            zk.ChildrenWatch(lay.dir(group, kind), on_change)
+
+        def schedulers(view: GroupView, gone: list[str], new: list[str]) -> None:
+            for sid in gone:
+                del view.schedulers[sid]
+                self._scheduler_event(group, "SchedulerLost", sid)
+            for sid in new:
+                raw = self._read(zk, lay.node(group, "schedulers", sid))
+                if raw is not None:  # None: gone again already
+                    view.schedulers[sid] = scheduler_data(sid, group, raw)
+                    self._publish(SCHEDULER_EVENTS, group, view.schedulers[sid])
+
+        def flags(names: Callable[[GroupView], set[str]], removed: str, added: str,
+                  publish: Callable[[str, str, str], None]) -> Callable[[GroupView, list[str], list[str]], None]:
+            """A set-valued part of the view (jobs, the offline list): one event per name gone or new."""
+            def handle(view: GroupView, gone: list[str], new: list[str]) -> None:
+                for name in gone:
+                    names(view).discard(name)
+                    publish(group, removed, name)
+                for name in new:
+                    names(view).add(name)
+                    publish(group, added, name)
+            return handle
+
+        def owners(view: GroupView, gone: list[str], new: list[str]) -> None:
+            for job in gone:
+                self._job_event(group, "JobReleased", job, view.owners.pop(job))
+            for job in new:
+                raw = self._read(zk, lay.node(group, "owners", job))
+                if raw is not None:
+                    view.owners[job] = raw.decode()
+                    self._job_event(group, "JobAcquired", job, view.owners[job])
+
+        with self.lock:
+            self._publish(SCHEDULER_EVENTS, group, self.snapshot(zk, group), droppable=False)
+        watch("schedulers", schedulers, lambda v: v.schedulers)
+        watch("jobs", flags(lambda v: v.jobs, "JobDeleted", "JobCreated", self._job_event), lambda v: v.jobs)
+        watch("owners", owners, lambda v: v.owners)
+        watch("offline", flags(lambda v: v.offline, "SchedulerOnlineRequested", "SchedulerOfflineRequested",
+                               self._scheduler_event), lambda v: v.offline)
+
+    # -- leadership -------------------------------------------------------------------------------
+    def _lead(self, zk: Any) -> None:
+        """Runs while this bridge is the leader: watch, and snapshot on reconnect and on the interval."""
+        with self.lock:
+            self.term += 1
+            self.watching.clear()
+            term = self.term
+        log.info("elected: publishing ZooKeeper's view of %s (term %d)", self.layout.root, term)
+        self.session_lost.clear()
+        self._watch_groups(zk, term)
+        self.publish_snapshots(zk)
+        while not self.stopping.is_set() and not self.session_lost.is_set():
+            if self.reconnected.wait(self.snapshot_interval):
+                self.reconnected.clear()
+                log.info("reconnected to ZooKeeper: publishing snapshots")
+            if not self.stopping.is_set() and not self.session_lost.is_set():
+                self.publish_snapshots(zk)
+        with self.lock:
+            self.term += 1  # the watches of this term stop at their next call
+
+    def _on_state(self, state: str) -> None:
+        from kazoo.protocol.states import KazooState
+
+        if state == KazooState.LOST:
+            log.warning("ZooKeeper session lost: stepping down until a new session is elected")
+            self.session_lost.set()
+        elif state == KazooState.CONNECTED:
+            self.reconnected.set()
+
+    async def run(self) -> None:
+        from kazoo.client import KazooClient
+        from kazoo.exceptions import KazooException
+
+        zk = KazooClient(hosts=self.settings.zookeeper_hosts, timeout=self.session_timeout)
+        zk.add_listener(self._on_state)
+        async with Publisher(self.settings.kafka_bootstrap) as publisher:
+            self.publisher = publisher
+            await asyncio.to_thread(zk.start, 30)
+            try:
+                await asyncio.to_thread(zk.ensure_path, self.layout.root)
+                identifier = f"{socket.gethostname()}:{threading.get_native_id()}"
+                while not self.stopping.is_set():
+                    self.election = zk.Election(self.layout.election, identifier)
+                    try:
+                        await asyncio.to_thread(self.election.run, self._lead, zk)
+                    except KazooException as e:  # the session ended under the election: run again
+                        log.warning("leader election interrupted: %r", e)
+                    if not self.stopping.is_set():
+                        await asyncio.sleep(1.0)
+            finally:
+                self.stopping.set()
+                await asyncio.to_thread(zk.stop)
+                zk.close()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.reconnected.set()
+        if self.election is not None:
+            self.election.cancel()

@@ -1,0 +1,55 @@
+"""An in-memory log of one scheduler group, folded through `limits.apply` as the agents would."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from streams.core import limits
+from streams.core.outputs import Emit
+from streams.core.source import SourceRecord
+
+TOPIC_OF = {t: limits.SCHEDULER_EVENTS for t in ("SchedulerRegistered", "SchedulerLost", "SchedulerOfflineRequested",
+                                                  "SchedulerOnlineRequested", "MembershipSnapshot")}
+TOPIC_OF |= {t: limits.JOB_EVENTS for t in ("JobCreated", "JobDeleted", "JobAcquired", "JobReleased")}
+
+
+class GroupLog:
+    def __init__(self, group: str = "g") -> None:
+        self.group = group
+        self.state = limits.GroupState()
+        self.offsets: dict[str, int] = {}
+        self.emitted: list[Emit] = []
+
+    def raw(self, topic: str, value: bytes, key: bytes | None = None) -> list[Emit]:
+        offset = self.offsets.get(topic, 0)
+        self.offsets[topic] = offset + 1
+        record = SourceRecord(topic, 0, offset, 1_732_200_000_000 + offset,
+                              self.group.encode() if key is None else key, value)
+        self.state, outputs = limits.apply(self.state, record, topic)
+        self.emitted.extend(outputs)
+        return outputs
+
+    def send(self, type_: str, **fields: Any) -> list[Emit]:
+        value = {"type": type_, "group": self.group, **fields}
+        return self.raw(TOPIC_OF[type_], json.dumps(value).encode())
+
+    def register(self, scheduler: str, n: int = 1, m: int = 10) -> list[Emit]:
+        return self.send("SchedulerRegistered", scheduler=scheduler, address=f"{scheduler}:7000",
+                         fault_tolerance=n, alarm_threshold=m)
+
+    def jobs(self, count: int, start: int = 0) -> None:
+        for i in range(start, start + count):
+            self.send("JobCreated", job=f"j{i:03d}")
+
+    def acquire(self, job: str, scheduler: str) -> list[Emit]:
+        return self.send("JobAcquired", job=job, scheduler=scheduler)
+
+    def figures(self, scheduler: str) -> dict[str, Any]:
+        s = self.state
+        f = s.figures_of(scheduler)
+        return {"K": s.K, "S": s.S, "N": f[2], "X": f[3], "M": f[4], "refuse": f[5], "alarm": f[6]}
+
+
+def of(outputs: list[Emit], stream: str) -> list[dict[str, Any]]:
+    return [json.loads(e.value_bytes()) for e in outputs if e.stream == stream]

@@ -1,0 +1,165 @@
+"""SPEC §4's invariants as hypothesis properties: any interleaving, any lost watch, one snapshot repairs all."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streams.core import limits
+from tests.core.limits_log import GroupLog, of
+
+IDS = ["A", "B", "C", "D", "E"]
+
+
+class World:
+    """What ZooKeeper really holds, and the events its watches would report, in true order."""
+
+    def __init__(self) -> None:
+        self.members: dict[str, dict[str, Any]] = {}
+        self.owners: dict[str, str | None] = {}
+        self.offline: set[str] = set()
+        self.events: list[dict[str, Any]] = []
+
+    def step(self, op: tuple[str, int, int]) -> None:
+        kind, a, b = op
+        sid, job = IDS[a % len(IDS)], f"j{b:02d}"
+        if kind == "register" and sid not in self.members:
+            self.members[sid] = {"scheduler": sid, "address": f"{sid}:1", "fault_tolerance": 1 + b % 3,
+                                 "alarm_threshold": b % 7}
+            self.events.append({"type": "SchedulerRegistered", **self.members[sid]})
+        elif kind == "lose" and sid in self.members:
+            del self.members[sid]
+            for j, owner in sorted(self.owners.items()):  # its owner nodes vanish with the session...
+                if owner == sid:
+                    self.owners[j] = None
+                    self.events.append({"type": "JobReleased", "job": j, "scheduler": sid})
+            self.events.append({"type": "SchedulerLost", "scheduler": sid})  # ...reported in either order
+        elif kind == "create" and job not in self.owners:
+            self.owners[job] = None
+            self.events.append({"type": "JobCreated", "job": job})
+        elif kind == "delete" and job in self.owners:
+            owner = self.owners.pop(job)
+            if owner is not None:
+                self.events.append({"type": "JobReleased", "job": job, "scheduler": owner})
+            self.events.append({"type": "JobDeleted", "job": job})
+        elif kind == "acquire" and job in self.owners and self.owners[job] is None and sid in self.members:
+            self.owners[job] = sid
+            self.events.append({"type": "JobAcquired", "job": job, "scheduler": sid})
+        elif kind == "release" and self.owners.get(job) is not None:
+            owner = self.owners[job]
+            self.owners[job] = None
+            self.events.append({"type": "JobReleased", "job": job, "scheduler": owner})
+        elif kind == "offline" and sid not in self.offline:
+            self.offline.add(sid)
+            self.events.append({"type": "SchedulerOfflineRequested", "scheduler": sid})
+        elif kind == "online" and sid in self.offline:
+            self.offline.discard(sid)
+            self.events.append({"type": "SchedulerOnlineRequested", "scheduler": sid})
+
+    def snapshot(self) -> dict[str, Any]:
+        members = [{"type": "SchedulerRegistered", "group": "g", **m} for _, m in sorted(self.members.items())]
+        return {"type": "MembershipSnapshot", "schedulers": members,
+                "jobs": dict(sorted(self.owners.items())), "offline": sorted(self.offline)}
+
+
+def world_of(script: list[tuple[str, int, int]]) -> World:
+    world = World()
+    for op in script:
+        world.step(op)
+    return world
+
+
+ops = st.lists(st.tuples(st.sampled_from(["register", "register", "lose", "create", "create", "create", "delete",
+                                          "acquire", "acquire", "release", "offline", "online"]),
+                         st.integers(0, 4), st.integers(0, 24)), max_size=80)
+
+
+def deliver(log: GroupLog, event: dict[str, Any]) -> list[Any]:
+    fields = {k: v for k, v in event.items() if k != "type"}
+    return log.send(event["type"], **fields)
+
+
+def take_offers(log: GroupLog) -> None:
+    """Schedulers acquire what they are offered, as the client does, until nothing is offered."""
+    for _ in range(100):
+        offered = limits.offers(log.state)
+        if not offered:
+            return
+        for job, sid in sorted(offered.items()):
+            log.acquire(job, sid)
+    raise AssertionError("offers never settle")
+
+
+def assert_consistent(state: limits.GroupState) -> None:
+    """No job has two owners: the held sets partition the owned jobs exactly as `owners` says."""
+    pairs = [(job, owner) for owner, jobs in state.held.items() for job in jobs]
+    assert len(pairs) == len({job for job, _ in pairs})
+    assert sorted(pairs) == sorted((j, o) for j, o in state.owners.items() if o is not None)
+    assert set(state.orphans) == {j for j, o in state.owners.items() if o is None or o not in state.members}
+    assert limits.load(json.loads(json.dumps(limits.dump(state)))) == state
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops, st.data())
+def test_one_snapshot_repairs_any_interleaving_and_any_lost_watch(script: list[tuple[str, int, int]],
+                                                                   data: st.DataObject) -> None:
+    world = world_of(script)
+    events = list(world.events)
+    # Lose some watch events and reorder neighbours, as ZooKeeper watches may.
+    kept = [e for e in events if not data.draw(st.booleans(), label="drop")]
+    for i in range(len(kept) - 1):
+        if data.draw(st.integers(0, 3), label="swap") == 0:
+            kept[i], kept[i + 1] = kept[i + 1], kept[i]
+    log = GroupLog()
+    for event in kept:
+        deliver(log, event)
+        assert_consistent(log.state)
+    deliver(log, world.snapshot())
+    state = log.state
+    assert_consistent(state)
+    assert dict(state.owners) == world.owners
+    assert sorted(state.members) == sorted(world.members)
+    assert set(state.offline) == world.offline
+    take_offers(log)
+    assert_consistent(log.state)
+    if log.state.sum_N() >= log.state.K:
+        assert not log.state.orphans, "a job is unowned though the online schedulers have room for all"
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops)
+def test_x_never_exceeds_n_through_an_acquisition_the_core_allowed(script: list[tuple[str, int, int]]) -> None:
+    log = GroupLog()
+    for event in world_of(script).events:
+        allowed = None
+        if event["type"] == "JobAcquired" and event["scheduler"] in log.state.members:
+            f = log.state.figures_of(event["scheduler"])
+            allowed = not f[5] and not f[7]  # not refusing, not offline
+        outputs = deliver(log, event)
+        if allowed:
+            sid = event["scheduler"]
+            assert log.state.X(sid) <= log.state.N(sid)
+        [health] = of(outputs, limits.GROUP_HEALTH)
+        assert health["capacity_ok"] == (health["sum_N"] >= health["K"])
+
+
+@settings(max_examples=100, deadline=None)
+@given(ops)
+def test_emitted_figures_are_always_the_current_ones(script: list[tuple[str, int, int]]) -> None:
+    """Emitting only on change loses nothing: the last record per scheduler equals its figures now."""
+    log = GroupLog()
+    for event in world_of(script).events:
+        deliver(log, event)
+    last: dict[str, dict[str, Any]] = {}
+    for record in of(log.emitted, limits.REJECTION_LIMITS):
+        last[record["scheduler"]] = record
+    for sid in log.state.members:
+        f = log.state.figures_of(sid)
+        r = last[sid]
+        assert (r["live"], r["n"], r["N"], r["X"], r["M"], r["refuse"], r["alarm"], r["offline"], r["drained"]) == f
+    for sid, r in last.items():
+        if sid not in log.state.members:
+            assert r["live"] is False
