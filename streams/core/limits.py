@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -88,6 +88,8 @@ class GroupState:
     held: PMap[str, PSet[str]] = _EMPTY  # owner id (live or not) -> the jobs it holds
     orphans: PSet[str] = _NO_JOBS  # existing jobs without a live owner
     by_n: PMap[int, PSet[str]] = _EMPTY  # fault tolerance -> live schedulers with it
+    by_load: PMap[tuple[int, int], PSet[str]] = _EMPTY  # (X, n) -> live online schedulers: who gets offers
+    load_of: PMap[str, tuple[int, int]] = _EMPTY  # the inverse of by_load
     figures: PMap[str, Figures] = _EMPTY  # last figures emitted per scheduler
     offers: PMap[str, str] = _EMPTY  # last offers emitted
     capacity_ok: bool = True
@@ -111,16 +113,27 @@ class GroupState:
     def sum_N(self) -> int:
         """N summed over online schedulers: one N per distinct n, times how many online ones have it."""
         K, S = self.K, self.S
-        return sum(limit(K, S, n) * (len(ids) - len(ids & self.offline)) for n, ids in self.by_n.items())
+        total = sum(limit(K, S, n) * len(ids) for n, ids in self.by_n.items())
+        return total - sum(limit(K, S, self.members[sid].n) for sid in self.offline if sid in self.members)
 
     def figures_of(self, scheduler: str) -> Figures:
         member = self.members[scheduler]
         x, big_n, offline = self.X(scheduler), self.N(scheduler), scheduler in self.offline
         return (True, member.n, big_n, x, member.M, x >= big_n, x > member.M, offline, offline and x == 0)
 
+    def evolve(self, **changes: Any) -> GroupState:
+        """`dataclasses.replace`, without its validation: a record evolves the state several times."""
+        new = object.__new__(GroupState)
+        for name in _FIELDS:
+            object.__setattr__(new, name, changes[name] if name in changes else getattr(self, name))
+        return new
+
     def next_seq(self, key: str) -> tuple[GroupState, int]:
         seq = self.seqs.get(key, 0) + 1
-        return replace(self, seqs=self.seqs.set(key, seq)), seq
+        return self.evolve(seqs=self.seqs.set(key, seq)), seq
+
+
+_FIELDS = tuple(f.name for f in fields(GroupState))
 
 
 @dataclass(slots=True)
@@ -156,7 +169,7 @@ def _register(state: GroupState, e: SchedulerRegistered, step: _Step) -> GroupSt
     mine = state.held.get(e.scheduler, _NO_JOBS)  # acquisitions seen before the registration
     step.touched.add(e.scheduler)
     step.note = f"{e.scheduler} {'re-registered' if old else 'registered'} (n={member.n}, M={member.M})"
-    return replace(state, members=state.members.set(e.scheduler, member), by_n=by_n,
+    return state.evolve(members=state.members.set(e.scheduler, member), by_n=by_n,
                    orphans=state.orphans.difference(mine))
 
 
@@ -170,7 +183,7 @@ def _lose(state: GroupState, scheduler: str, step: _Step) -> GroupState:
     owners = state.owners.update(dict.fromkeys(jobs))  # its owner nodes died with its session
     step.touched.add(scheduler)
     step.note = f"{scheduler} lost; {len(jobs)} of its jobs orphaned"
-    return replace(state, members=state.members.discard(scheduler), owners=owners,
+    return state.evolve(members=state.members.discard(scheduler), owners=owners,
                    held=state.held.discard(scheduler), orphans=state.orphans.union(jobs),
                    by_n=state.by_n.set(old.n, rest) if rest else state.by_n.discard(old.n))
 
@@ -181,7 +194,7 @@ def _set_offline(state: GroupState, scheduler: str, offline: bool, step: _Step) 
         return state
     step.touched.add(scheduler)
     step.note = f"{scheduler} put {'offline' if offline else 'back online'}"
-    return replace(state, offline=state.offline.add(scheduler) if offline else state.offline.discard(scheduler))
+    return state.evolve(offline=state.offline.add(scheduler) if offline else state.offline.discard(scheduler))
 
 
 def _create(state: GroupState, job: str, step: _Step) -> GroupState:
@@ -189,7 +202,7 @@ def _create(state: GroupState, job: str, step: _Step) -> GroupState:
         step.applied, step.note = False, f"job {job} exists already"
         return state
     step.note = f"job {job} created"
-    return replace(state, owners=state.owners.set(job, None), orphans=state.orphans.add(job))
+    return state.evolve(owners=state.owners.set(job, None), orphans=state.orphans.add(job))
 
 
 def _delete(state: GroupState, job: str, step: _Step) -> GroupState:
@@ -202,7 +215,7 @@ def _delete(state: GroupState, job: str, step: _Step) -> GroupState:
         held = _discard(held, owner, job)
         step.touched.add(owner)
     step.note = f"job {job} deleted" + (f" (held by {owner})" if owner else "")
-    return replace(state, owners=state.owners.discard(job), held=held, orphans=state.orphans.discard(job))
+    return state.evolve(owners=state.owners.discard(job), held=held, orphans=state.orphans.discard(job))
 
 
 def _acquire(state: GroupState, job: str, scheduler: str, step: _Step) -> GroupState:
@@ -223,7 +236,7 @@ def _acquire(state: GroupState, job: str, scheduler: str, step: _Step) -> GroupS
     if not live:
         notes.append(f"{scheduler} is not registered: the job stays an orphan until it is")
     step.note = "; ".join([f"{scheduler} acquired job {job}", *notes])
-    return replace(state, owners=state.owners.set(job, scheduler), held=_add(held, scheduler, job),
+    return state.evolve(owners=state.owners.set(job, scheduler), held=_add(held, scheduler, job),
                    orphans=state.orphans.discard(job) if live else state.orphans.add(job))
 
 
@@ -235,7 +248,7 @@ def _release(state: GroupState, job: str, scheduler: str, step: _Step) -> GroupS
         return state
     step.touched.add(scheduler)
     step.note = f"{scheduler} released job {job}"
-    return replace(state, owners=state.owners.set(job, None), held=_discard(state.held, scheduler, job),
+    return state.evolve(owners=state.owners.set(job, None), held=_discard(state.held, scheduler, job),
                    orphans=state.orphans.add(job))
 
 
@@ -299,7 +312,7 @@ def apply(state: GroupState, record: SourceRecord, topic: str) -> tuple[GroupSta
     """Fold one record of logical input `topic` (one of `INPUTS`) into its group's state."""
     if record.offset <= state.offsets.get(record.topic, -1):
         return state, []  # a redelivery after a crash: applied already
-    state = replace(state, offsets=state.offsets.set(record.topic, record.offset))
+    state = state.evolve(offsets=state.offsets.set(record.topic, record.offset))
     try:
         event = _parse(record, topic)
     except Rejected as rejection:
@@ -344,6 +357,7 @@ def fold_event(state: GroupState, event: Any, record: SourceRecord) -> tuple[Gro
         state = _one(state, event, step)
     group = event.group
     outputs: list[Emit] = []
+    state = _reindex(state, step.touched)
     state = _limits(state, group, record, before_ks, step.touched, outputs)
     return _group_records(state, group, event.type, step, fixes, record, outputs)
 
@@ -391,7 +405,7 @@ def _limits(state: GroupState, group: str, record: SourceRecord, before_ks: tupl
             text = (f"{sid} holds {x} jobs, over its alarm threshold {m}" if alarm
                     else f"{sid} holds {x} jobs, within its alarm threshold {m}")
             state = _alert(state, group, sid, kind, text, x, m, record, outputs)
-    return replace(state, figures=figures)
+    return state.evolve(figures=figures)
 
 
 def _alert(state: GroupState, group: str, scheduler: str | None, kind: str, message: str, x: int | None,
@@ -402,12 +416,43 @@ def _alert(state: GroupState, group: str, scheduler: str | None, kind: str, mess
     return state
 
 
+def _reindex(state: GroupState, touched: Iterable[str]) -> GroupState:
+    """Keep `by_load` current for the schedulers an event touched (every X, liveness or offline change)."""
+    by_load, load_of = state.by_load, state.load_of
+    for sid in touched:
+        old = load_of.get(sid)
+        if old is not None:
+            rest = by_load[old].discard(sid)
+            by_load = by_load.set(old, rest) if rest else by_load.discard(old)
+            load_of = load_of.discard(sid)
+        member = state.members.get(sid)
+        if member is not None and sid not in state.offline:
+            key = (state.X(sid), member.n)
+            by_load = by_load.set(key, by_load.get(key, _NO_JOBS).add(sid))
+            load_of = load_of.set(sid, key)
+    return state.evolve(by_load=by_load, load_of=load_of)
+
+
 def offers(state: GroupState) -> dict[str, str]:
-    """Each orphan (in id order) to the least-loaded online scheduler with room, ties by id."""
+    """Each orphan (in id order) to the least-loaded online scheduler with room, ties by id.
+
+    k orphans need at most the k lowest ids of any (X, n) bucket, and no bucket above the X at
+    which k candidates are reached (the k-th pick is never above it), so the work depends on the
+    orphans and the distinct loads, not on how many schedulers the group has.
+    """
     if not state.orphans:
         return {}
-    heap = [(state.X(sid), sid, state.N(sid)) for sid in state.members if sid not in state.offline]
-    heap = [entry for entry in heap if entry[0] < entry[2]]
+    K, S = state.K, state.S
+    limits_by_n = {n: limit(K, S, n) for n in state.by_n}
+    k = len(state.orphans)
+    heap: list[tuple[int, str, int]] = []
+    cutoff = None
+    for x, n in sorted(key for key in state.by_load if key[0] < limits_by_n[key[1]]):
+        if cutoff is not None and x > cutoff:
+            break
+        heap.extend((x, sid, limits_by_n[n]) for sid in heapq.nsmallest(k, state.by_load[(x, n)]))
+        if cutoff is None and len(heap) >= k:
+            cutoff = x
     heapq.heapify(heap)
     out: dict[str, str] = {}
     for job in sorted(state.orphans):
@@ -432,12 +477,12 @@ def _group_records(state: GroupState, group: str, event_type: str, step: _Step, 
                 if not capacity_ok else f"online schedulers may hold {sum_n} jobs, enough for {state.K}")
         state = _alert(state, group, None, "capacity_restored" if capacity_ok else "capacity_short", text,
                        None, None, record, outputs)
-        state = replace(state, capacity_ok=capacity_ok)
+        state = state.evolve(capacity_ok=capacity_ok)
     if offered != state.offers:
         state, seq = state.next_seq(f"{JOB_OFFERS}:{group}")
         outputs.append(Emit(JOB_OFFERS, group, {"type": "JobOffers", "group": group, "offers": offered,
                                                 "cause": _cause(record), "seq": seq}))
-        state = replace(state, offers=pmap(offered))
+        state = state.evolve(offers=pmap(offered))
     state, seq = state.next_seq(f"{GROUP_HEALTH}:{group}")
     outputs.append(Emit(GROUP_HEALTH, group, {
         "type": "GroupHealth", "group": group, "event": event_type, "applied": step.applied, "note": step.note,
@@ -460,6 +505,11 @@ def dump(state: GroupState) -> dict[str, Any]:
     }
 
 
+def _sized(items: set[str]) -> PSet[str]:
+    """A persistent set with room to grow: pyrsistent's default would rehash it on its next add."""
+    return pset(items, pre_size=2 * len(items) + 8)
+
+
 def load(data: Mapping[str, Any] | None) -> GroupState:
     """The inverse of `dump`; the derived indexes (held, orphans, by_n) are rebuilt from owners."""
     if not data:
@@ -474,9 +524,17 @@ def load(data: Mapping[str, Any] | None) -> GroupState:
     for sid, member in members.items():
         by_n.setdefault(member.n, set()).add(sid)
     orphans = {job for job, owner in owners.items() if owner is None or owner not in members}
+    offline = set(data["offline"])
+    by_load: dict[tuple[int, int], set[str]] = {}
+    for sid, member in members.items():
+        if sid not in offline:
+            by_load.setdefault((len(held.get(sid, ())), member.n), set()).add(sid)
     figures: dict[str, Figures] = {sid: tuple(f) for sid, f in data["figures"].items()}
     return GroupState(
-        members=pmap(members), offline=pset(data["offline"]), owners=pmap(owners),
-        held=pmap({o: pset(j) for o, j in held.items()}), orphans=pset(orphans),
-        by_n=pmap({n: pset(ids) for n, ids in by_n.items()}), figures=pmap(figures), offers=pmap(data["offers"]),
+        members=pmap(members), offline=pset(offline), owners=pmap(owners),
+        held=pmap({o: _sized(j) for o, j in held.items()}), orphans=_sized(orphans),
+        by_n=pmap({n: _sized(ids) for n, ids in by_n.items()}),
+        by_load=pmap({key: _sized(ids) for key, ids in by_load.items()}),
+        load_of=pmap({sid: key for key, ids in by_load.items() for sid in ids}),
+        figures=pmap(figures), offers=pmap(data["offers"]),
         capacity_ok=bool(data["capacity_ok"]), seqs=pmap(data["seqs"]), offsets=pmap(data["offsets"]))

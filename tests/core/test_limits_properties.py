@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 import json
 from typing import Any
 
@@ -163,3 +164,28 @@ def test_emitted_figures_are_always_the_current_ones(script: list[tuple[str, int
     for sid, r in last.items():
         if sid not in log.state.members:
             assert r["live"] is False
+
+
+def offers_by_full_scan(state: limits.GroupState) -> dict[str, str]:
+    """The definition, spelled out: every online scheduler with room in a heap by (X, id)."""
+    heap = [(state.X(sid), sid, state.N(sid)) for sid in state.members
+            if sid not in state.offline and state.X(sid) < state.N(sid)]
+    heapq.heapify(heap)
+    out = {}
+    for job in sorted(state.orphans):
+        if not heap:
+            break
+        x, sid, big_n = heapq.heappop(heap)
+        out[job] = sid
+        if x + 1 < big_n:
+            heapq.heappush(heap, (x + 1, sid, big_n))
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops)
+def test_indexed_offers_equal_the_full_scan(script: list[tuple[str, int, int]]) -> None:
+    log = GroupLog()
+    for event in world_of(script).events:
+        deliver(log, event)
+        assert limits.offers(log.state) == offers_by_full_scan(log.state)

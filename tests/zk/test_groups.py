@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import Service, Worker, end_offsets, read_committed, tribunal
+from tests.helpers import Service, Worker, read_to_end, tribunal
 
 pytestmark = pytest.mark.integration
 
@@ -115,12 +115,8 @@ def assert_no_job_ran_twice_at_once(runs: dict[str, list[tuple[float, float, str
 
 def latest(kafka: str, topic: str) -> dict[str, dict[str, Any]]:
     """The latest record per key on `topic`, read_committed."""
-    async def read() -> list[Any]:
-        ends = await end_offsets(kafka, topic)
-        return await read_committed(kafka, topic, sum(ends.values()), timeout=30)
-
     out: dict[str, dict[str, Any]] = {}
-    for record in asyncio.run(read()):
+    for record in asyncio.run(read_to_end(kafka, topic)):
         out[record.key.decode()] = json.loads(record.value)
     return out
 

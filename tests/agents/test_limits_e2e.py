@@ -1,0 +1,81 @@
+"""Rejection limits on the real broker: the worker's outputs, its dead letters, and replay agreeing with it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streams.core import limits
+from streams.replay import export_row
+from tests.core.limits_log import TOPIC_OF
+from tests.helpers import Worker, produce_all, read_committed, read_to_end, tribunal
+
+pytestmark = pytest.mark.integration
+
+
+def script(group: str) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = []
+    for sid, n, m in (("A", 1, 3), ("B", 1, 10), ("C", 2, 10)):
+        events.append({"type": "SchedulerRegistered", "scheduler": sid, "address": f"{sid}:7000",
+                       "fault_tolerance": n, "alarm_threshold": m})
+    for i in range(8):
+        events.append({"type": "JobCreated", "job": f"j{i}"})
+        events.append({"type": "JobAcquired", "job": f"j{i}", "scheduler": "ABC"[i % 2]})
+    events += [{"type": "JobReleased", "job": "j0", "scheduler": "A"}, {"type": "SchedulerLost", "scheduler": "A"},
+               {"type": "SchedulerOfflineRequested", "scheduler": "B"}, {"type": "JobDeleted", "job": "j1"},
+               {"type": "MembershipSnapshot", "schedulers": [], "jobs": {"j2": None, "j9": None}, "offline": []}]
+    return [{**e, "group": group} for e in events]
+
+
+def read_all(kafka: str, topic: str) -> list[Any]:
+    return asyncio.run(read_to_end(kafka, topic))
+
+
+def test_group_events_through_the_worker_agree_with_replay(kafka: str, unique: str, worker: Worker,
+                                                           tmp_path: Path) -> None:
+    p = f"{unique}."
+    records: list[tuple[str, bytes | None, bytes | None]] = []
+    for group in ("g1", "g2"):
+        records += [(p + TOPIC_OF[e["type"]], group.encode(), json.dumps(e).encode()) for e in script(group)]
+    bad = [(p + limits.JOB_EVENTS, b"g1", b"{oops"),
+           (p + limits.SCHEDULER_EVENTS, b"g2", json.dumps({"type": "JobCreated", "group": "g2", "job": "x"}).encode())]
+    asyncio.run(produce_all(kafka, records + bad))
+
+    health = [json.loads(r.value) for r in
+              asyncio.run(read_committed(kafka, p + limits.GROUP_HEALTH, len(records), timeout=120))]
+    assert len(health) == len(records), worker.log()[-3000:]
+    dead = read_all(kafka, p + limits.JOB_EVENTS + ".dlq") + read_all(kafka, p + limits.SCHEDULER_EVENTS + ".dlq")
+    assert sorted(json.loads(d.value)["reason_code"] for d in dead) == ["bad_event", "wrong_topic"]
+    # The two input topics are read in arrival order, so job events may land after the snapshot;
+    # right after it, though, the group is exactly what the snapshot says.
+    [snap] = [h for h in health if h["group"] == "g1" and h["event"] == "MembershipSnapshot"]
+    assert (snap["K"], snap["S"], snap["orphans"]) == (2, 0, ["j2", "j9"])
+    assert snap["corrections"], "the snapshot disagreed with the log and must say how"
+    limits_seen = {json.loads(r.value)["scheduler"]: json.loads(r.value)
+                   for r in read_all(kafka, p + limits.REJECTION_LIMITS) if r.key == b"g1/A"}
+    assert limits_seen["A"]["live"] is False
+
+    # The worker read two topics in arrival order; each group-health record names the input it
+    # answers, so the applied order is known and replay can be fed exactly that order.
+    inputs = {(r.topic, r.partition, r.offset): r for topic in (limits.SCHEDULER_EVENTS, limits.JOB_EVENTS)
+              for r in read_all(kafka, p + topic)}
+    applied = [(h["cause"]["topic"], h["cause"]["partition"], h["cause"]["offset"]) for h in health]
+    rejected = sorted(set(inputs) - set(applied))
+    log = tmp_path / "export.jsonl"
+    with log.open("w") as out:
+        for coordinates in applied + rejected:
+            r = inputs[coordinates]
+            out.write(json.dumps(export_row(r.topic, r.partition, r.offset, r.timestamp, r.key, r.value)) + "\n")
+    replayed = tmp_path / "replayed.jsonl"
+    tribunal("replay", "--input", str(log), "--output", str(replayed), "--topic-prefix", p)
+    derived = sorted((row["topic"], row["key"], json.dumps(row["value"], sort_keys=True))
+                     for row in map(json.loads, replayed.read_text().splitlines()))
+    recorded = sorted((r.topic, r.key.decode(), json.dumps(json.loads(r.value), sort_keys=True))
+                      for topic in (*limits.OUTPUTS, limits.JOB_EVENTS + ".dlq", limits.SCHEDULER_EVENTS + ".dlq")
+                      for r in read_all(kafka, p + topic))
+    assert derived == recorded
+    assert worker.alive
