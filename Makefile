@@ -1,13 +1,16 @@
 # The two commands a newcomer needs are `make run` and `make test`; both install what is missing.
-.PHONY: setup run test down status lint schemas bench
+.PHONY: setup test-setup run test down status lint schemas bench
 
 setup:
 	@bash infra/bootstrap.sh
 
+test-setup:
+	@TRIBUNAL_TEST_DEPS=1 bash infra/bootstrap.sh
+
 run: setup
 	.venv/bin/tribunal run
 
-test: setup lint
+test: test-setup lint
 	.venv/bin/pytest
 
 down:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install whatever is missing for tribunal on a fresh machine, and nothing that is already there:
-#   system: Python >= 3.11 with venv, a JDK 17, Maven (from Debian packages when absent);
+#   system: Python >= 3.11 with venv, a JDK 17, Maven (from Debian packages when absent), and
+#           for the tests (TRIBUNAL_TEST_DEPS=1, as `make test` sets it) Chromium;
 #   .venv/: tribunal and its test extras (re-installed only when pyproject.toml changes);
 #   infra/lib/: the Kafka and ZooKeeper jars from Maven Central (resolved once per pom.xml).
 set -euo pipefail
@@ -23,6 +24,10 @@ if ! "$PYTHON" -c 'import sys, venv; sys.exit(sys.version_info < (3, 11))' 2>/de
 fi
 command -v java >/dev/null || apt_install openjdk-17-jre-headless
 command -v mvn >/dev/null || apt_install maven
+if [ "${TRIBUNAL_TEST_DEPS:-0}" = 1 ]; then
+  # the audit report's test renders the page in a real headless browser
+  command -v chromium >/dev/null || apt_install chromium
+fi
 
 stamp=.venv/.tribunal-installed
 want="$(sha256sum pyproject.toml | cut -d' ' -f1)"

@@ -18,3 +18,6 @@ class Cause(Record):
     partition: int = Field(ge=0)
     offset: int = Field(ge=0)
     timestamp: int = Field(description="The input record's timestamp, milliseconds since the epoch")
+    position: int | None = Field(None, ge=1, description=(
+        "The input's place among all inputs applied for its key (pool or group), 1, 2, ...: the worker "
+        "reads several topics in arrival order, and replay applies a key's inputs in this order"))

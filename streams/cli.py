@@ -412,29 +412,117 @@ def state(pool: Annotated[str | None, typer.Option(help="Pool id")] = None,
     typer.echo("  last offsets: " + ", ".join(f"{k}@{v}" for k, v in sorted(body["offsets"].items())))
 
 
-@cli.command("replay")
-def replay(input_file: Annotated[Path, typer.Option("--input", "-i", help="Exported log, JSON lines ('-': stdin)")],
-           output_file: Annotated[Path, typer.Option("--output", "-o", help="Decisions, JSON lines ('-': stdout)")],
-           topic_prefix: Prefix = None) -> None:
-    """Run the pure core over an exported log and write the decisions it derives."""
-    from streams.replay import Replayer, replay_lines
+FromBound = Annotated[str | None, typer.Option("--from", help="First record: an offset (every partition) or a "
+                                                 "time, e.g. 2026-11-22T14:02:00Z")]
+ToBound = Annotated[str | None, typer.Option("--to", help="Stop before this offset or time")]
 
-    replayer = Replayer(topic_prefix=topic_prefix or "")
-    started = time.perf_counter()
-    source = sys.stdin.buffer if str(input_file) == "-" else _open(input_file, "rb")
+
+@cli.command("export")
+def export(topics: Annotated[str, typer.Option(help="Comma-separated topics, without the prefix")],
+           output_file: Annotated[Path, typer.Option("--output", "-o", help="Replay file, JSON lines ('-': stdout)")],
+           start: FromBound = None, end: ToBound = None, bootstrap: Bootstrap = None,
+           topic_prefix: Prefix = None) -> None:
+    """Write topics' committed records as a replay file, merged in log order (by timestamp, per partition)."""
+    import asyncio
+
+    from streams.audit.kafka_log import Bound, within
+    from streams.audit.order import log_order
+    from streams.audit.progress import LazyProgress
+    from streams.io import read_log
+    from streams.replay import export_row
+
+    settings = _settings(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
+    names = [settings.topic(t.strip()) for t in topics.split(",") if t.strip()]
+    keep = within(Bound.parse(start), Bound.parse(end))
+    with LazyProgress("reading") as bar:
+        records = asyncio.run(read_log(settings.kafka_bootstrap, names, bar.advance))
     sink = sys.stdout.buffer if str(output_file) == "-" else _open(output_file, "wb")
+    written = 0
     try:
-        for line in replay_lines(source, replayer):
-            sink.write(line + b"\n")
+        for r in log_order(records, names):
+            if keep(r):
+                sink.write(orjson_line(export_row(r.topic, r.partition, r.offset, r.timestamp, r.key, r.value)))
+                written += 1
     finally:
         if sink is not sys.stdout.buffer:
             sink.close()
-        if source is not sys.stdin.buffer:
-            source.close()
+    typer.echo(f"exported {written} records of {', '.join(names)}", err=True)
+
+
+def orjson_line(row: dict[str, Any]) -> bytes:
+    import orjson
+
+    return orjson.dumps(row) + b"\n"
+
+
+@cli.command("replay")
+def replay(input_file: Annotated[Path | None, typer.Option("--input", "-i", help="Exported log, JSON lines "
+                                                            "('-': stdin)")] = None,
+           output_file: Annotated[Path | None, typer.Option("--output", "-o", help="Decisions, JSON lines "
+                                                             "('-': stdout)")] = None,
+           from_kafka: Annotated[bool, typer.Option("--from-kafka", help="Read the input topics from the broker "
+                                                    "(in the order the worker applied them)")] = False,
+           verify: Annotated[bool, typer.Option("--verify", help="Compare every derived output with the recorded "
+                                                "output topics; exit 1 at the first divergence")] = False,
+           start: FromBound = None, end: ToBound = None, bootstrap: Bootstrap = None,
+           topic_prefix: Prefix = None) -> None:
+    """Run the pure cores over an exported log, or over the topics themselves, and write or verify the outputs."""
+    from streams.replay import Replayer, replay_lines
+
+    if (input_file is None) == (not from_kafka):
+        raise TribunalError("give exactly one of --input FILE and --from-kafka")
+    if verify and not from_kafka:
+        raise TribunalError("--verify compares with the recorded topics: use it with --from-kafka")
+    if output_file is None and not verify:
+        raise TribunalError("give --output FILE (or --verify)")
+    settings = _settings(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
+    replayer = Replayer(topic_prefix=settings.topic_prefix)
+    started = time.perf_counter()
+    sink = None
+    if output_file is not None:
+        sink = sys.stdout.buffer if str(output_file) == "-" else _open(output_file, "wb")
+    try:
+        if from_kafka:
+            _replay_kafka(settings, replayer, sink, verify, start, end)
+        else:
+            assert input_file is not None and sink is not None
+            source = sys.stdin.buffer if str(input_file) == "-" else _open(input_file, "rb")
+            try:
+                for line in replay_lines(source, replayer):
+                    sink.write(line + b"\n")
+            finally:
+                if source is not sys.stdin.buffer:
+                    source.close()
+    finally:
+        if sink is not None and sink is not sys.stdout.buffer:
+            sink.close()
     elapsed = time.perf_counter() - started
     counts = replayer.counts
     typer.echo(f"replayed {counts.get('records', 0)} records ({counts.get('skipped', 0)} skipped) in {elapsed:.2f}s: "
                + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()) if k not in ("records", "skipped")), err=True)
+
+
+def _replay_kafka(settings: Settings, replayer: Any, sink: Any, verify: bool, start: str | None,
+                  end: str | None) -> None:
+    from streams.audit.kafka_log import Bound, KafkaLog, replay_log, within
+    from streams.audit.progress import LazyProgress
+    from streams.replay import output_line
+
+    in_range = within(Bound.parse(start), Bound.parse(end))
+    with LazyProgress("reading the log") as bar:
+        log = KafkaLog.read(settings, bar.advance)
+        bar.phase("ordering", len(log.inputs))
+        ordered = log.ordered()
+        bar.phase("replaying", len(ordered))
+        result = replay_log(ordered, replayer, in_range, log.recorded if verify else None, bar.advance,
+                            (lambda row: sink.write(output_line(row) + b"\n")) if sink is not None else None)
+    if result.divergence is not None:
+        typer.echo(result.divergence.describe())
+        typer.echo(f"{result.agreed} output records agreed before it", err=True)
+        raise typer.Exit(1)
+    if verify:
+        typer.echo(f"verified: {result.agreed} output records of {result.compared_inputs} input records agree "
+                   f"with the recorded topics")
 
 
 def _open(path: Path, mode: str) -> Any:

@@ -84,3 +84,44 @@ def follow(settings: Settings, topic: str, from_beginning: bool = False, max_rec
     finally:
         loop.run_until_complete(consumer.stop())
         loop.close()
+
+
+async def read_log(bootstrap: str, topics: list[str], on_batch: Any = None) -> list[Any]:
+    """Every committed record the topics hold now (read_committed, up to the last stable offsets).
+
+    Returns `SourceRecord`s, each partition's in offset order; topics that do not exist yield
+    nothing. `on_batch(n)` is called as records arrive, for progress bars.
+    """
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka.errors import KafkaError
+
+    from streams.core.source import SourceRecord
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, isolation_level="read_committed",
+                                enable_auto_commit=False, max_partition_fetch_bytes=8 << 20,
+                                fetch_max_bytes=64 << 20)
+    try:
+        await consumer.start()
+    except KafkaError as e:
+        raise KafkaUnavailable(f"cannot read from {bootstrap}: {e}") from None
+    records: list[Any] = []
+    try:
+        await consumer._client.force_metadata_update()
+        tps = [TopicPartition(t, p) for t in topics for p in sorted(consumer.partitions_for_topic(t) or ())]
+        if not tps:
+            return records
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        ends = await consumer.end_offsets(tps)
+        waiting = {tp for tp in tps if ends[tp] > 0}
+        while waiting:
+            batch = await consumer.getmany(*waiting, timeout_ms=1000, max_records=50_000)
+            for tp, messages in batch.items():
+                records.extend(SourceRecord(m.topic, m.partition, m.offset, m.timestamp, m.key, m.value)
+                               for m in messages if m.offset < ends[tp])
+                if on_batch is not None:
+                    on_batch(len(messages))
+            waiting = {tp for tp in waiting if await consumer.position(tp) < ends[tp]}
+    finally:
+        await consumer.stop()
+    return records

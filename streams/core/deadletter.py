@@ -34,9 +34,9 @@ def dlq_topic(topic: str) -> str:
     return f"{topic}.dlq"
 
 
-def dead_letter(record: SourceRecord, key: str, seq: int, rejection: Rejected) -> DeadLetter:
+def dead_letter(record: SourceRecord, key: str, seq: int, rejection: Rejected, position: int) -> DeadLetter:
     return DeadLetter(
-        key=key, seq=seq, cause=record.cause, reason_code=rejection.code, reason=rejection.reason,
+        key=key, seq=seq, cause=record.cause(position), reason_code=rejection.code, reason=rejection.reason,
         original_key_b64=_b64(record.key), original_value_b64=_b64(record.value),
         original_value=_text(record.value),
     )

@@ -40,7 +40,7 @@ from schemas.limits import (
 from streams.core.deadletter import Rejected, dead_letter
 from streams.core.intake import error_text, pool_of, readable
 from streams.core.outputs import DLQ, Emit
-from streams.core.source import SourceRecord
+from streams.core.source import SourceRecord, cause_of
 
 SCHEDULER_EVENTS = "scheduler-events"
 JOB_EVENTS = "job-events"
@@ -95,6 +95,7 @@ class GroupState:
     capacity_ok: bool = True
     seqs: PMap[str, int] = _EMPTY
     offsets: PMap[str, int] = _EMPTY
+    applied: int = 0  # inputs applied so far: the next one's `cause.position` is this + 1
 
     @property
     def K(self) -> int:
@@ -310,20 +311,30 @@ def job_fixes(state: GroupState, snap: MembershipSnapshot) -> list[tuple[Any, st
 # -- the fold -------------------------------------------------------------------------------------
 def apply(state: GroupState, record: SourceRecord, topic: str) -> tuple[GroupState, list[Emit]]:
     """Fold one record of logical input `topic` (one of `INPUTS`) into its group's state."""
-    if record.offset <= state.offsets.get(record.topic, -1):
-        return state, []  # a redelivery after a crash: applied already
-    state = state.evolve(offsets=state.offsets.set(record.topic, record.offset))
+    admitted = admit(state, record)
+    if admitted is None:
+        return state, []
     try:
         event = _parse(record, topic)
     except Rejected as rejection:
-        return reject(state, record, rejection)
-    return fold_event(state, event, record)
+        return reject(admitted, record, rejection, admitted=True)
+    return fold_event(admitted, event, record)
 
 
-def reject(state: GroupState, record: SourceRecord, rejection: Rejected) -> tuple[GroupState, list[Emit]]:
+def admit(state: GroupState, record: SourceRecord) -> GroupState | None:
+    """The state with `record` counted as applied; None if it was (a redelivery after a crash)."""
+    if record.offset <= state.offsets.get(record.topic, -1):
+        return None
+    return state.evolve(offsets=state.offsets.set(record.topic, record.offset), applied=state.applied + 1)
+
+
+def reject(state: GroupState, record: SourceRecord, rejection: Rejected,
+           admitted: bool = False) -> tuple[GroupState, list[Emit]]:
+    if not admitted:
+        state = admit(state, record) or state
     group = pool_of(record)
     state, seq = state.next_seq(f"{DLQ}:{record.topic}")
-    return state, [Emit(DLQ, group, dead_letter(record, group, seq, rejection))]
+    return state, [Emit(DLQ, group, dead_letter(record, group, seq, rejection, state.applied))]
 
 
 def _parse(record: SourceRecord, topic: str) -> Any:
@@ -362,11 +373,6 @@ def fold_event(state: GroupState, event: Any, record: SourceRecord) -> tuple[Gro
     return _group_records(state, group, event.type, step, fixes, record, outputs)
 
 
-def _cause(record: SourceRecord) -> dict[str, Any]:
-    return {"topic": record.topic, "partition": record.partition, "offset": record.offset,
-            "timestamp": record.timestamp}
-
-
 def _changed_by_ks(state: GroupState, before: tuple[int, int]) -> Iterable[str]:
     """Schedulers whose N moved because K or S did: one comparison per distinct n."""
     (k0, s0), (k1, s1) = before, (state.K, state.S)
@@ -398,7 +404,7 @@ def _limits(state: GroupState, group: str, record: SourceRecord, before_ks: tupl
         outputs.append(Emit(REJECTION_LIMITS, key, {
             "type": "RejectionLimit", "group": group, "scheduler": sid, "live": live, "K": state.K, "S": state.S,
             "n": n, "N": big_n, "X": x, "M": m, "refuse": refuse, "alarm": alarm, "offline": offline,
-            "drained": drained, "cause": _cause(record), "seq": seq}))
+            "drained": drained, "cause": cause_of(record, state.applied), "seq": seq}))
         was_alarm = previous is not None and previous[6]
         if alarm != was_alarm:
             kind = "alarm" if alarm else "alarm_cleared"
@@ -412,7 +418,8 @@ def _alert(state: GroupState, group: str, scheduler: str | None, kind: str, mess
            m: int | None, record: SourceRecord, outputs: list[Emit]) -> GroupState:
     state, seq = state.next_seq(f"{ALERTS}:{group}")
     outputs.append(Emit(ALERTS, group, {"type": "Alert", "group": group, "scheduler": scheduler, "kind": kind,
-                                        "message": message, "X": x, "M": m, "cause": _cause(record), "seq": seq}))
+                                        "message": message, "X": x, "M": m,
+                                        "cause": cause_of(record, state.applied), "seq": seq}))
     return state
 
 
@@ -481,13 +488,13 @@ def _group_records(state: GroupState, group: str, event_type: str, step: _Step, 
     if offered != state.offers:
         state, seq = state.next_seq(f"{JOB_OFFERS}:{group}")
         outputs.append(Emit(JOB_OFFERS, group, {"type": "JobOffers", "group": group, "offers": offered,
-                                                "cause": _cause(record), "seq": seq}))
+                                                "cause": cause_of(record, state.applied), "seq": seq}))
         state = state.evolve(offers=pmap(offered))
     state, seq = state.next_seq(f"{GROUP_HEALTH}:{group}")
     outputs.append(Emit(GROUP_HEALTH, group, {
         "type": "GroupHealth", "group": group, "event": event_type, "applied": step.applied, "note": step.note,
         "K": state.K, "S": state.S, "sum_N": sum_n, "capacity_ok": capacity_ok, "orphans": sorted(state.orphans),
-        "offers": offered, "corrections": fixes, "cause": _cause(record), "seq": seq}))
+        "offers": offered, "corrections": fixes, "cause": cause_of(record, state.applied), "seq": seq}))
     return state, outputs
 
 
@@ -502,6 +509,7 @@ def dump(state: GroupState) -> dict[str, Any]:
         "capacity_ok": state.capacity_ok,
         "seqs": dict(sorted(state.seqs.items())),
         "offsets": dict(sorted(state.offsets.items())),
+        "applied": state.applied,
     }
 
 
@@ -537,4 +545,5 @@ def load(data: Mapping[str, Any] | None) -> GroupState:
         by_load=pmap({key: _sized(ids) for key, ids in by_load.items()}),
         load_of=pmap({sid: key for key, ids in by_load.items() for sid in ids}),
         figures=pmap(figures), offers=pmap(data["offers"]),
-        capacity_ok=bool(data["capacity_ok"]), seqs=pmap(data["seqs"]), offsets=pmap(data["offsets"]))
+        capacity_ok=bool(data["capacity_ok"]), seqs=pmap(data["seqs"]), offsets=pmap(data["offsets"]),
+        applied=int(data.get("applied", 0)))

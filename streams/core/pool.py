@@ -20,7 +20,7 @@ from streams.core import decider, justice
 from streams.core.deadletter import Rejected, dead_letter
 from streams.core.intake import error_text, parse, pool_of, readable
 from streams.core.outputs import DLQ, Emit
-from streams.core.source import SourceRecord
+from streams.core.source import SourceRecord, cause_of
 
 POLICIES = "policies"
 CLUSTER_EVENTS = "cluster-events"
@@ -40,17 +40,26 @@ class PoolState:
     justice: justice.JusticeState | None = None
     seqs: Mapping[str, int] = field(default_factory=dict)  # output stream -> last seq
     offsets: Mapping[str, int] = field(default_factory=dict)  # input topic -> last offset applied
+    applied: int = 0  # inputs applied so far: the next one's `cause.position` is this + 1
 
     def next_seq(self, stream: str) -> tuple[PoolState, int]:
         seq = self.seqs.get(stream, 0) + 1
-        return PoolState(self.decider, self.justice, {**self.seqs, stream: seq}, self.offsets), seq
+        return replace(self, seqs={**self.seqs, stream: seq}), seq
+
+
+def admit(state: PoolState, record: SourceRecord) -> PoolState | None:
+    """The state with `record` counted as applied; None if it was (a redelivery after a crash)."""
+    if record.offset <= state.offsets.get(record.topic, -1):
+        return None
+    return replace(state, offsets={**state.offsets, record.topic: record.offset}, applied=state.applied + 1)
 
 
 def apply(state: PoolState, record: SourceRecord, topic: str) -> tuple[PoolState, list[Emit]]:
     """Fold one record of logical input `topic` (one of `INPUTS`) into its pool's state."""
-    if record.offset <= state.offsets.get(record.topic, -1):
-        return state, []  # a redelivery after a crash: applied already
-    state = PoolState(state.decider, state.justice, state.seqs, {**state.offsets, record.topic: record.offset})
+    admitted = admit(state, record)
+    if admitted is None:
+        return state, []
+    state = admitted
     pool = pool_of(record)
     try:
         if topic == POLICIES:
@@ -63,14 +72,17 @@ def apply(state: PoolState, record: SourceRecord, topic: str) -> tuple[PoolState
             return _justice_metric(state, record, pool)
         raise Rejected("unknown_topic", f"tribunal does not read topic {topic!r}")
     except Rejected as rejection:
-        return reject(state, record, rejection)
+        return reject(state, record, rejection, admitted=True)
 
 
-def reject(state: PoolState, record: SourceRecord, rejection: Rejected) -> tuple[PoolState, list[Emit]]:
-    """The dead letter for `record`, numbered per pool and source topic."""
+def reject(state: PoolState, record: SourceRecord, rejection: Rejected,
+           admitted: bool = False) -> tuple[PoolState, list[Emit]]:
+    """The dead letter for `record`, numbered per pool and source topic (counting it as applied)."""
+    if not admitted:
+        state = admit(state, record) or state
     pool = pool_of(record)
     state, seq = state.next_seq(f"{DLQ}:{record.topic}")
-    return state, [Emit(DLQ, pool, dead_letter(record, pool, seq, rejection))]
+    return state, [Emit(DLQ, pool, dead_letter(record, pool, seq, rejection, state.applied))]
 
 
 def _load(adapter: TypeAdapter[Any], record: SourceRecord, what: str) -> object:
@@ -137,12 +149,7 @@ def _decider_metric(state: PoolState, record: SourceRecord, pool: str) -> tuple[
     key = _app_key(current, app, pool)
     new, verdict = decider.on_metric(current, key, metrical)
     trigger = {"kind": "metric", "app": current.policy.by_key[key].name, "metrical": metrical, "capacity": None}
-    return _decision(PoolState(new, state.justice, state.seqs, state.offsets), record, pool, trigger, verdict)
-
-
-def _cause(record: SourceRecord) -> dict[str, Any]:
-    return {"topic": record.topic, "partition": record.partition, "offset": record.offset,
-            "timestamp": record.timestamp}
+    return _decision(replace(state, decider=new), record, pool, trigger, verdict)
 
 
 def _decision(state: PoolState, record: SourceRecord, pool: str, trigger: Mapping[str, Any],
@@ -153,7 +160,7 @@ def _decision(state: PoolState, record: SourceRecord, pool: str, trigger: Mappin
     state, seq = state.next_seq(SCALING_DECISIONS)
     rules = current.policy.rules
     out = {
-        "type": "ScalingDecision", "pool": pool, "seq": seq, "cause": _cause(record),
+        "type": "ScalingDecision", "pool": pool, "seq": seq, "cause": cause_of(record, state.applied),
         "policy_version": current.policy.version, "trigger": trigger, "outcome": verdict.outcome,
         "requested": verdict.requested, "granted": verdict.granted, "moves": list(verdict.moves),
         "instances": {r.name: current.instances[r.key] for r in rules},
@@ -184,7 +191,7 @@ def _justice_outcome(state: PoolState, record: SourceRecord, pool: str, metrical
     new = state.justice
     assert new is not None
     state, seq = state.next_seq(JUSTICE_OUTCOMES)
-    out = {"type": "JusticeOutcome", "pool": pool, "seq": seq, "cause": _cause(record),
+    out = {"type": "JusticeOutcome", "pool": pool, "seq": seq, "cause": cause_of(record, state.applied),
            "policy_version": new.policy.version, "driver": new.policy.driver, "metrical": metrical,
            "outcome": verdict.outcome, "rule": verdict.rule, "targets": dict(verdict.targets),
            "deltas": dict(verdict.deltas), "changed": verdict.changed, "reason": verdict.reason}

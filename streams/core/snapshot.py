@@ -26,7 +26,7 @@ def dump_policies(state: PoolState) -> dict[str, Any]:
 
 
 def dump_state(state: PoolState) -> dict[str, Any]:
-    out: dict[str, Any] = {"seqs": dict(state.seqs), "offsets": dict(state.offsets)}
+    out: dict[str, Any] = {"seqs": dict(state.seqs), "offsets": dict(state.offsets), "applied": state.applied}
     if state.decider is not None:
         d = state.decider
         out["decider"] = {"version": d.policy.version, "capacity": d.capacity, "instances": dict(d.instances),
@@ -58,4 +58,4 @@ def load(policies: Mapping[str, Any] | None, state: Mapping[str, Any] | None) ->
     if "justice" in state:
         rules = justice.compile_policy(JusticePolicy.model_validate(policies["justice"]))
         jus = justice.JusticeState(rules, dict(state["justice"]["targets"]))
-    return PoolState(dec, jus, dict(state["seqs"]), dict(state["offsets"]))
+    return PoolState(dec, jus, dict(state["seqs"]), dict(state["offsets"]), int(state.get("applied", 0)))

@@ -1,8 +1,8 @@
 """SIGKILL the worker at random moments while 20,000 metrics stream in over 20 pools.
 
 Afterwards a read_committed consumer must see exactly one decision per input record (by cause),
-`seq` 1..n without gaps per pool, and the very decisions `tribunal replay` derives from the
-same input exported from the topics.
+`seq` 1..n without gaps per pool, the very decisions `tribunal replay` derives from the same
+input exported from the topics, and `tribunal replay --from-kafka --verify` must agree.
 """
 
 from __future__ import annotations
@@ -106,5 +106,9 @@ def test_sigkill_loses_and_duplicates_no_decision(kafka: str, unique: str, worke
         derived = [json.loads(line)["value"] for line in replayed.read_text().splitlines()]
         key = lambda d: (d["pool"], d["seq"])  # noqa: E731
         assert sorted(derived, key=key) == sorted(got, key=key), context
+
+        # And the audit's own check, straight from the topics: every recorded output re-derived.
+        verified = tribunal("replay", "--from-kafka", "--verify", env=worker_env)
+        assert f"verified: {expected} output records of {expected} input records agree" in verified.stdout, context
     finally:
         worker.stop()

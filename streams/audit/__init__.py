@@ -1,0 +1,1 @@
+"""Audit: exporting the log, replaying it from Kafka, verifying, explaining, reporting (SPEC §7)."""

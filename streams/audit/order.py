@@ -1,0 +1,143 @@
+"""The order in which records are replayed.
+
+Per partition the order is Kafka's: offsets. Across the input topics of one key it is not fixed
+(the worker reads them in arrival order), so:
+
+* `log_order` is the order an export writes: a merge of the partitions by record timestamp
+  (ties by topic, partition), which never reorders a partition. It is what a worker sees when
+  the records arrive as they were produced.
+* `applied_order` is the order the worker actually applied, recovered from its outputs: every
+  output's cause names its input and that input's `position` among the inputs applied for its
+  key, so each key's inputs form a chain (`chains_from`; for outputs written without positions,
+  each output stream's causes in `seq` order are chains instead). A topological merge of the
+  chains with the partitions gives an order consistent with everything recorded; it exists for
+  any log a worker wrote, and replaying it must reproduce the outputs exactly. Outputs that
+  contradict each other (a record forged into a topic, say) cannot stop it: it then falls back
+  to the log order, and verification reports the disagreement.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Hashable, Iterable, Sequence
+
+import orjson
+
+from streams.core.source import SourceRecord
+
+Coordinates = tuple[str, int, int]  # topic, partition, offset
+
+
+def coordinates(record: SourceRecord) -> Coordinates:
+    return (record.topic, record.partition, record.offset)
+
+
+def _partitions(records: Iterable[SourceRecord]) -> dict[tuple[str, int], list[SourceRecord]]:
+    out: dict[tuple[str, int], list[SourceRecord]] = {}
+    for record in records:
+        out.setdefault((record.topic, record.partition), []).append(record)
+    for queue in out.values():
+        queue.sort(key=lambda r: r.offset)
+    return out
+
+
+def log_order(records: Iterable[SourceRecord], topics: Sequence[str] = ()) -> list[SourceRecord]:
+    rank = {t: i for i, t in enumerate(topics)}
+    queues = _partitions(records)
+
+    def key(r: SourceRecord) -> tuple[int, int, str, int, int]:
+        return (r.timestamp, rank.get(r.topic, len(rank)), r.topic, r.partition, r.offset)
+
+    return list(heapq.merge(*(queues[k] for k in sorted(queues)), key=key))
+
+
+def applied_order(inputs: Iterable[SourceRecord], chains: Iterable[Sequence[Coordinates]],
+                  topics: Sequence[str] = ()) -> list[SourceRecord]:
+    """Inputs in an order that follows every chain (each a stream's causes, in seq order)."""
+    rank = {t: i for i, t in enumerate(topics)}
+    queues = _partitions(inputs)
+    known = {coordinates(r) for q in queues.values() for r in q}
+    chain_list = []
+    for chain in chains:
+        kept = list(dict.fromkeys(c for c in chain if c in known))  # first appearance, in order
+        if kept:
+            chain_list.append(kept)
+    position = [0] * len(chain_list)
+    member: dict[Coordinates, list[int]] = {}
+    for i, chain in enumerate(chain_list):
+        for c in chain:
+            member.setdefault(c, []).append(i)
+    done: set[Coordinates] = set()
+
+    def free(c: Coordinates) -> bool:
+        return all(chain_list[i][position[i]] == c for i in member.get(c, ()) if position[i] < len(chain_list[i]))
+
+    def key(r: SourceRecord) -> tuple[int, int, str, int, int]:
+        return (r.timestamp, rank.get(r.topic, len(rank)), r.topic, r.partition, r.offset)
+
+    heads = [(key(q[0]), k, 0) for k, q in queues.items()]
+    heapq.heapify(heads)
+    out: list[SourceRecord] = []
+    while heads:
+        blocked = []
+        chosen = None
+        while heads:
+            entry = heapq.heappop(heads)
+            record = queues[entry[1]][entry[2]]
+            if free(coordinates(record)):
+                chosen = entry
+                break
+            blocked.append(entry)
+        if chosen is None:  # the chains contradict each other: take the earliest head anyway
+            chosen = min(blocked)
+            blocked.remove(chosen)
+        for entry in blocked:
+            heapq.heappush(heads, entry)
+        _, k, index = chosen
+        record = queues[k][index]
+        c = coordinates(record)
+        out.append(record)
+        done.add(c)
+        for i in member.get(c, ()):
+            position[i] = _advance(chain_list[i], position[i], done)
+        if index + 1 < len(queues[k]):
+            heapq.heappush(heads, (key(queues[k][index + 1]), k, index + 1))
+    return out
+
+
+def _advance(chain: list[Coordinates], at: int, done: set[Coordinates]) -> int:
+    while at < len(chain) and chain[at] in done:
+        at += 1
+    return at
+
+
+def chains_from(streams: Iterable[Sequence[bytes | None]], inputs: Iterable[SourceRecord],
+                scope: Callable[[SourceRecord], Hashable]) -> list[list[Coordinates]]:
+    """The chains `applied_order` follows, from recorded output values (each stream in seq order).
+
+    `scope(input)` names the state an input was applied to (fold and key): the inputs of one
+    scope are chained by the positions their outputs name.
+    """
+    positions: dict[Coordinates, int] = {}
+    chains: list[list[Coordinates]] = []
+    for values in streams:
+        legacy = []
+        for value in values:
+            try:
+                cause = orjson.loads(value or b"null")["cause"]
+                at: Coordinates = (cause["topic"], int(cause["partition"]), int(cause["offset"]))
+            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+                continue  # not one of ours: verification will say so
+            if cause.get("position") is None:
+                legacy.append(at)
+            else:
+                positions.setdefault(at, int(cause["position"]))
+        if legacy:
+            chains.append(legacy)
+    by_scope: dict[Hashable, list[tuple[int, Coordinates]]] = {}
+    for record in inputs:
+        at = coordinates(record)
+        if at in positions:
+            by_scope.setdefault(scope(record), []).append((positions[at], at))
+    chains.extend([at for _, at in sorted(entries)] for entries in by_scope.values())
+    return chains
