@@ -525,6 +525,70 @@ def _replay_kafka(settings: Settings, replayer: Any, sink: Any, verify: bool, st
                    f"with the recorded topics")
 
 
+@cli.command("explain")
+def explain_command(pool: Annotated[str | None, typer.Option(help="Pool id (with --seq)")] = None,
+                    group: Annotated[str | None, typer.Option(help="Scheduler group (with --seq)")] = None,
+                    seq: Annotated[int | None, typer.Option(help="The decision's seq (scaling-decisions for a "
+                                                            "pool, group-health for a group)")] = None,
+                    stream: Annotated[str | None, typer.Option(help="Output topic the seq counts on (default "
+                                                               "scaling-decisions / group-health)")] = None,
+                    cause: Annotated[str | None, typer.Option(
+                        help="Or the input itself: TOPIC:PARTITION:OFFSET")] = None,
+                    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable")] = False,
+                    bootstrap: Bootstrap = None, topic_prefix: Prefix = None) -> None:
+    """Why a decision was made: input, policy and ranges, state before, rounds and scores, state after, reason."""
+    from streams.audit.explain import cause_of_seq, explain, parse_cause, render
+    from streams.audit.kafka_log import KafkaLog
+    from streams.audit.progress import LazyProgress
+
+    settings = _settings(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
+    if cause is None and (seq is None or (pool is None) == (group is None)):
+        raise TribunalError("give --cause TOPIC:PARTITION:OFFSET, or --seq N with one of --pool and --group")
+    with LazyProgress("reading the log") as bar:
+        log = KafkaLog.read(settings, bar.advance)
+    if cause is not None:
+        target = parse_cause(cause)
+        if not target[0].startswith(settings.topic_prefix):  # given without the deployment's prefix
+            target = (settings.topic(target[0]), target[1], target[2])
+    else:
+        assert seq is not None
+        key = pool if pool is not None else group
+        assert key is not None
+        target = cause_of_seq(log, settings, stream or ("scaling-decisions" if pool else "group-health"), key, seq)
+    found = explain(log, settings, target)
+    typer.echo(json.dumps(found, indent=2) if as_json else render(found))
+
+
+@cli.command("report")
+def report(output_file: Annotated[Path, typer.Option("--output", "-o", help="The HTML file to write")],
+           pool: Annotated[str | None, typer.Option(help="Pool id")] = None,
+           group: Annotated[str | None, typer.Option(help="Scheduler group")] = None,
+           start: FromBound = None, end: ToBound = None, bootstrap: Bootstrap = None,
+           topic_prefix: Prefix = None) -> None:
+    """A self-contained HTML audit page: plots over time and every decision with its explanation."""
+    from streams.audit.explain import explanations, wanted_for
+    from streams.audit.kafka_log import Bound, KafkaLog, within
+    from streams.audit.progress import LazyProgress
+    from streams.audit.report import render_page
+
+    if (pool is None) == (group is None):
+        raise TribunalError("name exactly one of --pool and --group")
+    settings = _settings(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
+    kind, key = ("pool", pool) if pool is not None else ("group", group)
+    assert key is not None
+    of_key = wanted_for(settings, "pools" if pool is not None else "groups", key)
+    in_range = within(Bound.parse(start), Bound.parse(end))
+    with LazyProgress("reading the log") as bar:
+        log = KafkaLog.read(settings, bar.advance)
+    found = list(explanations(log, settings, lambda r: of_key(r) and in_range(r)))
+    span = f"from {start or 'the beginning'} to {end or 'the end'}"
+    try:
+        output_file.write_text(render_page(kind, key, found, span))
+    except OSError as e:
+        raise TribunalError(f"cannot write {output_file}: {e.strerror}") from None
+    typer.echo(f"wrote {output_file}: {kind} {key}, {len(found)} input records")
+
+
 def _open(path: Path, mode: str) -> Any:
     try:
         return path.open(mode)

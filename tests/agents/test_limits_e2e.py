@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from streams.core import limits
-from streams.replay import export_row
+from tests.audit.browser import assert_shows_plots
 from tests.core.limits_log import TOPIC_OF
 from tests.helpers import Worker, produce_all, read_committed, read_to_end, tribunal
 
@@ -59,23 +59,22 @@ def test_group_events_through_the_worker_agree_with_replay(kafka: str, unique: s
                    for r in read_all(kafka, p + limits.REJECTION_LIMITS) if r.key == b"g1/A"}
     assert limits_seen["A"]["live"] is False
 
-    # The worker read two topics in arrival order; each group-health record names the input it
-    # answers, so the applied order is known and replay can be fed exactly that order.
-    inputs = {(r.topic, r.partition, r.offset): r for topic in (limits.SCHEDULER_EVENTS, limits.JOB_EVENTS)
-              for r in read_all(kafka, p + topic)}
-    applied = [(h["cause"]["topic"], h["cause"]["partition"], h["cause"]["offset"]) for h in health]
-    rejected = sorted(set(inputs) - set(applied))
-    log = tmp_path / "export.jsonl"
-    with log.open("w") as out:
-        for coordinates in applied + rejected:
-            r = inputs[coordinates]
-            out.write(json.dumps(export_row(r.topic, r.partition, r.offset, r.timestamp, r.key, r.value)) + "\n")
+    # The worker read two topics in arrival order; every output's cause names its input's position
+    # among its group's inputs, so replay from the topics applies them in the very same order.
     replayed = tmp_path / "replayed.jsonl"
-    tribunal("replay", "--input", str(log), "--output", str(replayed), "--topic-prefix", p)
+    tribunal("replay", "--from-kafka", "--output", str(replayed), env=worker.env)
     derived = sorted((row["topic"], row["key"], json.dumps(row["value"], sort_keys=True))
                      for row in map(json.loads, replayed.read_text().splitlines()))
     recorded = sorted((r.topic, r.key.decode(), json.dumps(json.loads(r.value), sort_keys=True))
                       for topic in (*limits.OUTPUTS, limits.JOB_EVENTS + ".dlq", limits.SCHEDULER_EVENTS + ".dlq")
                       for r in read_all(kafka, p + topic))
     assert derived == recorded
+
+    ok = tribunal("replay", "--from-kafka", "--verify", env=worker.env)
+    assert f"verified: {len(recorded)} output records of {len(records) + len(bad)} input records agree" in ok.stdout
+
+    page = tmp_path / "g1.html"
+    tribunal("report", "--group", "g1", "--output", str(page), env=worker.env)
+    dom = assert_shows_plots(page, tmp_path, plots=1)
+    assert "MembershipSnapshot" in dom and "no longer exists" in dom  # the snapshot's corrections, explained
     assert worker.alive

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from streams.io import envelope
+from tests.audit.browser import assert_shows_plots
 from tests.core.builders import seed_policy
 from tests.helpers import Worker, produce_all, read_committed, tribunal
 
@@ -51,6 +52,35 @@ def test_export_replay_verify_and_a_forged_decision(kafka: str, unique: str, wor
     # Verify over a range: from the fourth metric on.
     ranged = tribunal("replay", "--from-kafka", "--verify", "--from", "3", env=worker_env)
     assert "verified: 4 output records of 4 input records" in ranged.stdout  # plugin_decider offsets 3..6
+
+    # explain: the numbers are the decision record's own, and before + moves = after.
+    for d in decisions[1:]:
+        found = json.loads(tribunal("explain", "--pool", "pool-a", "--seq", str(d["seq"]), "--json",
+                                    env=worker_env).stdout)
+        why = found["decision"]
+        assert (why["requested"], why["granted"], why["outcome"], why["reason"]) == (
+            d["requested"], d["granted"], d["outcome"], d["reason"])
+        assert [m for moves in why["rounds"].values() for m in moves] == d["moves"]
+        assert why["instances_after"] == d["instances"]
+        assert {a["app"]: a["instances"] for a in found["after"]["decider"]["apps"]} == d["instances"]
+        before = {a["app"]: a["instances"] for a in found["before"]["decider"]["apps"]}
+        for m in d["moves"]:
+            before[m["from"]] = before.get(m["from"], 0) - m["count"]
+            before[m["to"]] = before.get(m["to"], 0) + m["count"]
+        assert {k: v for k, v in before.items() if k != "free"} == d["instances"]
+        assert found["input"]["offset"] == d["cause"]["offset"]
+        assert sum(1 for r in why.get("ranges", []) if r["matched"]) == 1
+    cause = decisions[3]["cause"]
+    text = tribunal("explain", "--cause", f"plugin_decider:{cause['partition']}:{cause['offset']}",
+                    env=worker_env).stdout
+    assert f"decision seq {decisions[3]['seq']}" in text and "<- this one" in text and "reason" in text
+
+    # The audit report: plots and every decision linked to its explanation, in a real browser.
+    page = tmp_path / "report.html"
+    tribunal("report", "--pool", "pool-a", "--output", str(page), env=worker_env)
+    dom = assert_shows_plots(page, tmp_path, plots=3)
+    assert dom.count("href=\"#explain-") == 8 and dom.count("id=\"explain-") == 8
+    assert decisions[3]["reason"] in dom
 
     forged = {**decisions[3], "instances": {"ats": 10, "hadoop": 0}, "seq": 7}
     asyncio.run(produce_all(kafka, [(f"{unique}.scaling-decisions", b"pool-a", json.dumps(forged).encode())]))

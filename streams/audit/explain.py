@@ -1,0 +1,195 @@
+"""Why a decision was made: its input, the state before, the rounds, the state after, the reason.
+
+The explanation is derived, not stored: the log is replayed (in the order the worker applied it)
+up to the decision's input, so what it shows is what the pure core computes from the log, and its
+numbers are the decision record's own. `explanations` does this for every input of one key in one
+pass, for the audit report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import orjson
+
+from streams.audit.kafka_log import KafkaLog
+from streams.audit.order import Coordinates, coordinates
+from streams.core import pool
+from streams.core.folds import BY_INPUT
+from streams.core.intake import pool_of
+from streams.core.source import SourceRecord
+from streams.errors import TribunalError
+from streams.replay import Replayer
+from streams.settings import Settings
+from streams.views import describe, describe_group
+
+
+class NotFound(TribunalError):
+    """The decision or input asked about is not in the log."""
+
+
+def parse_cause(text: str) -> Coordinates:
+    try:
+        topic, partition, offset = text.rsplit(":", 2)
+        return (topic, int(partition), int(offset))
+    except ValueError:
+        raise NotFound(f"--cause wants TOPIC:PARTITION:OFFSET, not {text!r}") from None
+
+
+def cause_of_seq(log: KafkaLog, settings: Settings, stream: str, key: str, seq: int) -> Coordinates:
+    """The input that caused record `seq` of output `stream` for `key`."""
+    topic = settings.topic(stream)
+    for record in log.recorded.get((topic, key), []):
+        value = orjson.loads(record.value or b"{}")
+        if value.get("seq") == seq:
+            c = value["cause"]
+            return (c["topic"], int(c["partition"]), int(c["offset"]))
+    raise NotFound(f"{topic} has no record with seq {seq} for {key!r}")
+
+
+def explanations(log: KafkaLog, settings: Settings, wanted: Callable[[SourceRecord], bool],
+                 until: Coordinates | None = None) -> Iterator[dict[str, Any]]:
+    """Explain every input `wanted` picks, replaying the log in applied order (stops after `until`)."""
+    replayer = Replayer(topic_prefix=settings.topic_prefix)
+    for record in log.ordered():
+        routed = replayer.logical(record.topic)
+        if routed is None or not wanted(record):
+            replayer.feed(record)
+            continue
+        _, fold = routed
+        slot = (fold.name, pool_of(record))
+        before = replayer.states.get(slot) or fold.empty()
+        rows = replayer.feed(record)
+        after = replayer.states[slot]
+        yield explain_one(record, fold.name, slot[1], before, after, [orjson.loads(r["value"]) for r in rows])
+        if until is not None and coordinates(record) == until:
+            return
+
+
+def explain(log: KafkaLog, settings: Settings, target: Coordinates) -> dict[str, Any]:
+    for found in explanations(log, settings, lambda r: coordinates(r) == target, until=target):
+        return found
+    raise NotFound(f"no input {target[0]}[{target[1]}]@{target[2]} in the log")
+
+
+def explain_one(record: SourceRecord, fold: str, key: str, before: Any, after: Any,
+                outputs: list[dict[str, Any]]) -> dict[str, Any]:
+    text = (record.value or b"").decode("utf-8", "replace")
+    out: dict[str, Any] = {
+        "input": {"topic": record.topic, "partition": record.partition, "offset": record.offset,
+                  "timestamp": record.timestamp, "key": key, "value": text},
+        "fold": fold, "key": key, "outputs": outputs}
+    if fold == "pools":
+        out["before"], out["after"] = describe(key, before), describe(key, after)
+        for output in outputs:
+            if output["type"] == "ScalingDecision":
+                out["decision"] = _decision(output, before)
+            elif output["type"] == "JusticeOutcome":
+                out["justice"] = {k: output[k] for k in ("policy_version", "driver", "metrical", "outcome", "rule",
+                                                         "targets", "deltas", "reason")}
+    else:
+        out["before"], out["after"] = describe_group(key, before), describe_group(key, after)
+    for output in outputs:
+        if output["type"] == "DeadLetter":
+            out["rejected"] = {"reason_code": output["reason_code"], "reason": output["reason"]}
+        elif output["type"] == "GroupHealth":
+            out["group"] = {k: output[k] for k in ("event", "applied", "note", "K", "S", "sum_N", "capacity_ok",
+                                                   "orphans", "offers", "corrections")}
+    return out
+
+
+def _decision(decision: dict[str, Any], before: pool.PoolState) -> dict[str, Any]:
+    """The decision's rounds, with the trigger app's ranges and which one its metrical fell in."""
+    rounds: dict[str, list[dict[str, Any]]] = {}
+    for move in decision["moves"]:
+        rounds.setdefault(move["round"], []).append(move)
+    preempted = sum(m["count"] for m in rounds.get("preempt", []))
+    shares = {m["from"]: {"count": m["count"], "share": m["count"] / preempted} for m in rounds.get("preempt", [])}
+    detail: dict[str, Any] = {
+        "seq": decision["seq"], "policy_version": decision["policy_version"], "trigger": decision["trigger"],
+        "outcome": decision["outcome"], "requested": decision["requested"], "granted": decision["granted"],
+        "rounds": rounds, "preemption_shares": shares, "scores": decision["scores"],
+        "free_after": decision["free"], "instances_after": decision["instances"],
+        "reason_code": decision["reason_code"], "reason": decision["reason"]}
+    app = decision["trigger"].get("app")
+    policy = before.decider.policy if before.decider is not None else None
+    if app is not None and policy is not None and app.casefold() in policy.by_key:
+        rule = policy.by_key[app.casefold()]
+        metrical = decision["trigger"]["metrical"]
+        detail["ranges"] = [{"metrical": [lo, hi], "number": number,
+                             "matched": lo <= metrical < hi or metrical == hi == rule.ranges[-1][1]}
+                            for lo, hi, number in rule.ranges]
+        detail["app"] = {"app": rule.name, "priority": rule.priority, "min": rule.min_num, "max": rule.max_num}
+    return detail
+
+
+def render(found: dict[str, Any]) -> str:
+    """The explanation as an operator reads it."""
+    i = found["input"]
+    lines = [f"input   {i['topic']}[{i['partition']}]@{i['offset']} (timestamp {i['timestamp']}, key {i['key']})",
+             f"        {i['value']}"]
+    if "rejected" in found:
+        lines.append(f"result  dead letter: {found['rejected']['reason_code']}: {found['rejected']['reason']}")
+    d = found.get("decision")
+    if d is not None:
+        lines += _render_decision(d, found["before"], found["after"])
+    if "justice" in found:
+        j = found["justice"]
+        lines += [f"justice policy {j['policy_version']}, driver {j['driver']} at {j['metrical']}: {j['outcome']}",
+                  f"        targets {j['targets']}, deltas {j['deltas']}", f"reason  {j['reason']}"]
+    if "group" in found:
+        g = found["group"]
+        lines += [f"event   {g['event']}: {g['note']}" + ("" if g["applied"] else " (changed nothing)"),
+                  f"before  K={found['before']['K']} S={found['before']['S']} sum N={found['before']['sum_N']}",
+                  f"after   K={g['K']} S={g['S']} sum N={g['sum_N']} capacity {'ok' if g['capacity_ok'] else 'SHORT'}"]
+        for c in g["corrections"]:
+            lines.append(f"  fix   {c['event']['type']} {c['event'].get('scheduler') or c['event'].get('job')}: "
+                         f"{c['why']}")
+        for sid, figures in found["after"]["schedulers"].items():
+            was = found["before"]["schedulers"].get(sid)
+            if was != figures:
+                lines.append(f"  {sid:<10} " + " ".join(f"{k}={figures[k]}" for k in ("n", "N", "X", "M"))
+                             + "".join(f" {k}" for k in ("refuse", "alarm", "offline", "drained") if figures[k]))
+        if g["orphans"]:
+            lines.append(f"orphans {', '.join(g['orphans'])}; offers {g['offers']}")
+    return "\n".join(lines)
+
+
+def _render_decision(d: dict[str, Any], before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    t = d["trigger"]
+    what = f"{t['app']} reports {t['metrical']:g}" if t["kind"] == "metric" else t["kind"]
+    lines = [f"decision seq {d['seq']}, policy {d['policy_version']}: {what}"]
+    if "app" in d:
+        a = d["app"]
+        lines.append(f"app     {a['app']}: priority {a['priority']}, MinNum {a['min']}, MaxNum {a['max'] or '-'}")
+        for r in d.get("ranges", []):
+            mark = "  <- this one" if r["matched"] else ""
+            lo, hi = r["metrical"]
+            close = "]" if r is d["ranges"][-1] else ")"
+            lines.append(f"        metrical [{lo:g}, {hi:g}{close}: {r['number']:+d}{mark}")
+    apps = before.get("decider", {}).get("apps", [])
+    if apps:
+        lines.append(f"before  free {before['decider']['free']}; " + ", ".join(
+            f"{x['app']} {x['instances']} (metrical {x['metrical']:g}{', idle' if x['idle'] else ''})" for x in apps))
+    lines.append(f"asked   {d['requested']:+d}, granted {d['granted']:+d}: {d['outcome']}")
+    for name, moves in d["rounds"].items():
+        lines.append(f"round   {name}: " + ", ".join(f"{m['from']} -> {m['to']} x{m['count']}" for m in moves))
+    for donor, share in d["preemption_shares"].items():
+        score = d["scores"].get(donor)
+        lines.append(f"        {donor} gives {share['count']} ({share['share']:.0%} of the preemption)"
+                     + (f", score {score:g}" if score is not None else ""))
+    if after.get("decider"):
+        lines.append(f"after   free {after['decider']['free']}; " + ", ".join(
+            f"{x['app']} {x['instances']}" for x in after["decider"]["apps"]))
+    lines.append(f"reason  {d['reason_code']}: {d['reason']}")
+    return lines
+
+
+def wanted_for(settings: Settings, fold_name: str, key: str) -> Callable[[SourceRecord], bool]:
+    """Inputs of one pool or group."""
+    def wanted(record: SourceRecord) -> bool:
+        fold = BY_INPUT.get(record.topic.removeprefix(settings.topic_prefix))
+        return fold is not None and fold.name == fold_name and pool_of(record) == key
+    return wanted
+

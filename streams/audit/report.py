@@ -1,0 +1,183 @@
+"""The audit report: one self-contained HTML page for a pool or a scheduler group over a time range.
+
+Plots are drawn with matplotlib as inline SVG (no scripts, no network: the file opens anywhere and
+prints as it shows). Every row of the decision table links to its explanation further down the
+page, derived by the same replay as `tribunal explain`.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from streams.audit.explain import render
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 2em; }
+figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; }
+table { border-collapse: collapse; font-size: 0.85em; }
+td, th { border: 1px solid #ccc; padding: 0.2em 0.5em; text-align: left; vertical-align: top; }
+pre { background: #f6f6f6; padding: 0.8em; overflow-x: auto; font-size: 0.85em; }
+.meta { color: #666; }
+"""
+BAND = {-1: "#f4c7c3", 0: "#e8e8e8", 1: "#c8e6c9"}  # give up / hold / grow
+
+
+def _when(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+def _svg(figure: Any) -> str:
+    import matplotlib.pyplot as plt
+
+    buffer = io.StringIO()
+    figure.savefig(buffer, format="svg", bbox_inches="tight")
+    plt.close(figure)
+    text = buffer.getvalue()
+    return text[text.index("<svg"):]
+
+
+def _plt() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    matplotlib.rcParams["svg.hashsalt"] = "tribunal"  # the same data draws the same file
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def pool_figures(found: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(title, svg) for instances per app, each app's metrical against its ranges, and outcomes."""
+    plt = _plt()
+    decided = [f for f in found if "decision" in f]
+    if not decided:
+        return []
+    times = [_when(f["input"]["timestamp"]) for f in decided]
+    apps = [a["app"] for a in decided[-1]["after"]["decider"]["apps"]]
+    figures = []
+
+    fig, ax = plt.subplots(figsize=(10, 3.5))
+    for app in apps:
+        ax.step(times, [f["decision"]["instances_after"].get(app, 0) for f in decided], where="post", label=app)
+    ax.step(times, [f["decision"]["free_after"] for f in decided], where="post", label="free", linestyle=":")
+    ax.set_ylabel("instances")
+    ax.legend(loc="upper left", ncol=len(apps) + 1)
+    figures.append(("Instances per app", _svg(fig)))
+
+    fig, axes = plt.subplots(len(apps), 1, figsize=(10, 2.2 * len(apps)), sharex=True, squeeze=False)
+    for ax, app in zip(axes[:, 0], apps, strict=True):
+        ranges = _ranges(decided, app)
+        for lo, hi, number in ranges:
+            ax.axhspan(lo, hi, color=BAND[(number > 0) - (number < 0)], alpha=0.8, linewidth=0)
+            ax.text(times[0], (lo + hi) / 2, f"{number:+d}", fontsize=7, va="center", color="#555")
+        metricals = [_metrical(f, app) for f in decided]
+        ax.plot(times, metricals, marker=".", color="#1f3b73")
+        ax.set_ylim(0, 100)
+        ax.set_ylabel(f"{app}\nmetrical")
+    figures.append(("Metrical per app, against its policy ranges (red: give up, grey: hold, green: grow)",
+                    _svg(fig)))
+
+    outcomes = sorted({f["decision"]["outcome"] for f in decided})
+    fig, ax = plt.subplots(figsize=(10, 0.5 + 0.4 * len(outcomes)))
+    ax.scatter(times, [outcomes.index(f["decision"]["outcome"]) for f in decided], marker="|", s=200)
+    ax.set_yticks(range(len(outcomes)), outcomes)
+    figures.append(("Outcomes over time", _svg(fig)))
+    return figures
+
+
+def _ranges(decided: list[dict[str, Any]], app: str) -> list[tuple[float, float, int]]:
+    """The app's ranges under the latest policy that decided for it."""
+    for found in reversed(decided):
+        d = found["decision"]
+        if d.get("app", {}).get("app") == app and "ranges" in d:
+            return [(r["metrical"][0], r["metrical"][1], r["number"]) for r in d["ranges"]]
+    return []
+
+
+def _metrical(found: dict[str, Any], app: str) -> float | None:
+    for a in found["after"]["decider"]["apps"]:
+        if a["app"] == app:
+            return float(a["metrical"])
+    return None
+
+
+def group_figures(found: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(title, svg): each scheduler's X against its N and M over time."""
+    plt = _plt()
+    if not found:
+        return []
+    times = [_when(f["input"]["timestamp"]) for f in found]
+    schedulers = sorted({sid for f in found for sid in f["after"]["schedulers"]})
+    if not schedulers:
+        return []
+    fig, axes = plt.subplots(len(schedulers), 1, figsize=(10, 2 * len(schedulers)), sharex=True, squeeze=False)
+    for ax, sid in zip(axes[:, 0], schedulers, strict=True):
+        def series(name: str, sid: str = sid) -> list[float | None]:
+            return [f["after"]["schedulers"].get(sid, {}).get(name) for f in found]
+        ax.step(times, series("X"), where="post", label="X (held)")
+        ax.step(times, series("N"), where="post", label="N (limit)", linestyle="--")
+        ax.step(times, series("M"), where="post", label="M (alarm)", linestyle=":")
+        ax.set_ylabel(sid)
+    axes[0, 0].legend(loc="upper left", ncol=3)
+    return [("Jobs held per scheduler against N and M", _svg(fig))]
+
+
+def _table_pool(found: list[dict[str, Any]]) -> Iterable[str]:
+    yield ("<table><tr><th>seq</th><th>time (UTC)</th><th>input</th><th>outcome</th><th>asked / granted</th>"
+           "<th>instances after</th><th>reason</th></tr>")
+    for i, f in enumerate(found):
+        d = f.get("decision")
+        when = _when(f["input"]["timestamp"]).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+        where = f"{f['input']['topic']}[{f['input']['partition']}]@{f['input']['offset']}"
+        if d is None:
+            what = f.get("rejected", {}).get("reason_code") or ("justice " + f["justice"]["outcome"]
+                                                                 if "justice" in f else "-")
+            yield (f"<tr><td></td><td>{when}</td><td><a href='#explain-{i}'>{html.escape(where)}</a></td>"
+                   f"<td>{html.escape(what)}</td><td></td><td></td><td></td></tr>")
+            continue
+        trigger = d["trigger"]
+        label = f"{trigger['app']} {trigger['metrical']:g}" if trigger["kind"] == "metric" else trigger["kind"]
+        instances = ", ".join(f"{k} {v}" for k, v in d["instances_after"].items())
+        yield (f"<tr><td><a href='#explain-{i}'>{d['seq']}</a></td><td>{when}</td><td>{html.escape(label)}</td>"
+               f"<td>{d['outcome']}</td><td>{d['requested']:+d} / {d['granted']:+d}</td>"
+               f"<td>{html.escape(instances)}</td><td>{html.escape(d['reason'])}</td></tr>")
+    yield "</table>"
+
+
+def _table_group(found: list[dict[str, Any]]) -> Iterable[str]:
+    yield "<table><tr><th>#</th><th>time (UTC)</th><th>event</th><th>K</th><th>S</th><th>sum N</th><th>note</th></tr>"
+    for i, f in enumerate(found):
+        g = f.get("group") or {"event": f.get("rejected", {}).get("reason_code", "-"), "K": "", "S": "",
+                               "sum_N": "", "note": f.get("rejected", {}).get("reason", "")}
+        when = _when(f["input"]["timestamp"]).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+        yield (f"<tr><td><a href='#explain-{i}'>{i + 1}</a></td><td>{when}</td><td>{html.escape(g['event'])}</td>"
+               f"<td>{g['K']}</td><td>{g['S']}</td><td>{g['sum_N']}</td><td>{html.escape(g['note'])}</td></tr>")
+    yield "</table>"
+
+
+def render_page(kind: str, key: str, found: list[dict[str, Any]], span: str) -> str:
+    figures = pool_figures(found) if kind == "pool" else group_figures(found)
+    table = _table_pool(found) if kind == "pool" else _table_group(found)
+    parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>tribunal audit: {kind} "
+             f"{html.escape(key)}</title><style>{STYLE}</style></head><body>",
+             f"<h1>tribunal audit: {kind} {html.escape(key)}</h1>",
+             f"<p class='meta'>{len(found)} input records, {html.escape(span)}; every figure below is derived by "
+             "replaying the log through the pure core (`tribunal replay --from-kafka --verify` checks it against "
+             "the recorded topics).</p>"]
+    if not found:
+        parts.append("<p>No records for this key in the range.</p>")
+    for title, svg in figures:
+        parts.append(f"<h2>{html.escape(title)}</h2><figure class='plot'>{svg}</figure>")
+    parts.append("<h2>Decisions</h2>")
+    parts.extend(table)
+    parts.append("<h2>Explanations</h2>")
+    for i, f in enumerate(found):
+        parts.append(f"<h3 id='explain-{i}'>{html.escape(f['input']['topic'])}[{f['input']['partition']}]"
+                     f"@{f['input']['offset']}</h3><pre>{html.escape(render(f))}</pre>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
