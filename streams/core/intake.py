@@ -7,6 +7,8 @@ of one record.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from pydantic import ValidationError
 
 from schemas.envelope import CommandEnvelope, MetricBody
@@ -44,7 +46,12 @@ def readable(record: SourceRecord) -> bytes:
 
 def parse(record: SourceRecord, channel: str) -> tuple[str, float]:
     """The (app, metrical) a record carries, or `Rejected` saying exactly what is wrong."""
-    value = readable(record)
+    return _metric(readable(record), channel)
+
+
+@lru_cache(maxsize=1 << 16)
+def _metric(value: bytes, channel: str) -> tuple[str, float]:
+    """Memoised: a pool's metrics repeat (apps x integer scores), and validation is most of a fold's cost."""
     try:
         envelope = CommandEnvelope.model_validate_json(value)
     except ValidationError as e:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -38,6 +38,7 @@ from schemas.limits import (
     SchedulerRegistered,
 )
 from streams.core.deadletter import Rejected, dead_letter
+from streams.core.evolve import evolve
 from streams.core.intake import error_text, pool_of, readable
 from streams.core.outputs import DLQ, Emit
 from streams.core.source import SourceRecord, cause_of
@@ -123,18 +124,11 @@ class GroupState:
         return (True, member.n, big_n, x, member.M, x >= big_n, x > member.M, offline, offline and x == 0)
 
     def evolve(self, **changes: Any) -> GroupState:
-        """`dataclasses.replace`, without its validation: a record evolves the state several times."""
-        new = object.__new__(GroupState)
-        for name in _FIELDS:
-            object.__setattr__(new, name, changes[name] if name in changes else getattr(self, name))
-        return new
+        return evolve(self, **changes)
 
     def next_seq(self, key: str) -> tuple[GroupState, int]:
         seq = self.seqs.get(key, 0) + 1
         return self.evolve(seqs=self.seqs.set(key, seq)), seq
-
-
-_FIELDS = tuple(f.name for f in fields(GroupState))
 
 
 @dataclass(slots=True)

@@ -9,7 +9,7 @@ to the dead-letter stream with the reason; it is idempotent by input offset.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -18,6 +18,7 @@ from schemas.cluster import ClusterEvent, InstancesObserved, PoolCapacitySet
 from schemas.policy import DeciderPolicy, JusticePolicy, PolicyRecord
 from streams.core import decider, justice
 from streams.core.deadletter import Rejected, dead_letter
+from streams.core.evolve import evolve
 from streams.core.intake import error_text, parse, pool_of, readable
 from streams.core.outputs import DLQ, Emit
 from streams.core.source import SourceRecord, cause_of
@@ -44,14 +45,15 @@ class PoolState:
 
     def next_seq(self, stream: str) -> tuple[PoolState, int]:
         seq = self.seqs.get(stream, 0) + 1
-        return replace(self, seqs={**self.seqs, stream: seq}), seq
+        return PoolState(self.decider, self.justice, {**self.seqs, stream: seq}, self.offsets, self.applied), seq
 
 
 def admit(state: PoolState, record: SourceRecord) -> PoolState | None:
     """The state with `record` counted as applied; None if it was (a redelivery after a crash)."""
     if record.offset <= state.offsets.get(record.topic, -1):
         return None
-    return replace(state, offsets={**state.offsets, record.topic: record.offset}, applied=state.applied + 1)
+    return PoolState(state.decider, state.justice, state.seqs, {**state.offsets, record.topic: record.offset},
+                     state.applied + 1)
 
 
 def apply(state: PoolState, record: SourceRecord, topic: str) -> tuple[PoolState, list[Emit]]:
@@ -98,13 +100,13 @@ def _policy(state: PoolState, record: SourceRecord, pool: str) -> tuple[PoolStat
     policy = _load(_POLICY, record, "policy")
     if isinstance(policy, DeciderPolicy):
         started, verdict = decider.adopt(state.decider, policy)
-        return _decision(replace(state, decider=started), record, pool, _trigger("policy"), verdict)
+        return _decision(evolve(state, decider=started), record, pool, _trigger("policy"), verdict)
     assert isinstance(policy, JusticePolicy)
     rules = justice.adopt(state.justice, policy)
     current = {rules.policy.apps[k]: v for k, v in rules.targets.items()}
     adopted = justice.JusticeVerdict("policy", None, current, dict.fromkeys(current, 0), False,
                                      f"justice policy {policy.version} adopted (driver {rules.policy.driver})")
-    return _justice_outcome(replace(state, justice=rules), record, pool, None, adopted)
+    return _justice_outcome(evolve(state, justice=rules), record, pool, None, adopted)
 
 
 def _cluster(state: PoolState, record: SourceRecord, pool: str) -> tuple[PoolState, list[Emit]]:
@@ -120,7 +122,7 @@ def _cluster(state: PoolState, record: SourceRecord, pool: str) -> tuple[PoolSta
         observed = {_app_key(current, name, pool): n for name, n in event.instances.items()}
         new, verdict = decider.observe(current, observed)
         trigger = _trigger("observed")
-    return _decision(replace(state, decider=new), record, pool, trigger, verdict)
+    return _decision(evolve(state, decider=new), record, pool, trigger, verdict)
 
 
 def _trigger(kind: str, capacity: int | None = None) -> dict[str, Any]:
@@ -149,7 +151,7 @@ def _decider_metric(state: PoolState, record: SourceRecord, pool: str) -> tuple[
     key = _app_key(current, app, pool)
     new, verdict = decider.on_metric(current, key, metrical)
     trigger = {"kind": "metric", "app": current.policy.by_key[key].name, "metrical": metrical, "capacity": None}
-    return _decision(replace(state, decider=new), record, pool, trigger, verdict)
+    return _decision(evolve(state, decider=new), record, pool, trigger, verdict)
 
 
 def _decision(state: PoolState, record: SourceRecord, pool: str, trigger: Mapping[str, Any],
@@ -183,7 +185,7 @@ def _justice_metric(state: PoolState, record: SourceRecord, pool: str) -> tuple[
         raise Rejected("not_driver", f"app {app!r} does not drive justice in pool {pool!r} "
                                      f"(the driver is {current.policy.driver!r})")
     new, verdict = justice.on_metric(current, metrical)
-    return _justice_outcome(replace(state, justice=new), record, pool, metrical, verdict)
+    return _justice_outcome(evolve(state, justice=new), record, pool, metrical, verdict)
 
 
 def _justice_outcome(state: PoolState, record: SourceRecord, pool: str, metrical: float | None,
