@@ -422,24 +422,24 @@ def export(topics: Annotated[str, typer.Option(help="Comma-separated topics, wit
            output_file: Annotated[Path, typer.Option("--output", "-o", help="Replay file, JSON lines ('-': stdout)")],
            start: FromBound = None, end: ToBound = None, bootstrap: Bootstrap = None,
            topic_prefix: Prefix = None) -> None:
-    """Write topics' committed records as a replay file, merged in log order (by timestamp, per partition)."""
-    import asyncio
+    """Write topics' committed records as a replay file, in the order the worker applied them.
 
-    from streams.audit.kafka_log import Bound, within
-    from streams.audit.order import log_order
+    Records no output names yet (the worker has not reached them) follow in log order: merged by
+    timestamp, never reordering a partition.
+    """
+    from streams.audit.kafka_log import Bound, KafkaLog, within
     from streams.audit.progress import LazyProgress
-    from streams.io import read_log
     from streams.replay import export_row
 
     settings = _settings(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
     names = [settings.topic(t.strip()) for t in topics.split(",") if t.strip()]
     keep = within(Bound.parse(start), Bound.parse(end))
     with LazyProgress("reading") as bar:
-        records = asyncio.run(read_log(settings.kafka_bootstrap, names, bar.advance))
+        log = KafkaLog.read(settings, bar.advance, topics=names)
     sink = sys.stdout.buffer if str(output_file) == "-" else _open(output_file, "wb")
     written = 0
     try:
-        for r in log_order(records, names):
+        for r in log.ordered():
             if keep(r):
                 sink.write(orjson_line(export_row(r.topic, r.partition, r.offset, r.timestamp, r.key, r.value)))
                 written += 1

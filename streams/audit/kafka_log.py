@@ -78,8 +78,10 @@ class KafkaLog:
     prefix: str = ""
 
     @classmethod
-    def read(cls, settings: Settings, on_batch: Any = None, with_outputs: bool = True) -> KafkaLog:
-        topics = input_topics(settings)
+    def read(cls, settings: Settings, on_batch: Any = None, with_outputs: bool = True,
+             topics: list[str] | None = None) -> KafkaLog:
+        """The input topics (or `topics`) and, to order them as the worker applied them, the outputs."""
+        topics = topics if topics is not None else input_topics(settings)
         inputs = asyncio.run(read_log(settings.kafka_bootstrap, topics, on_batch))
         recorded: dict[Stream, list[SourceRecord]] = {}
         if with_outputs:

@@ -11,6 +11,7 @@ import pytest
 from streams.io import envelope
 from tests.audit.browser import assert_shows_plots
 from tests.core.builders import seed_policy
+from tests.core.test_justice import justice_policy
 from tests.helpers import Worker, produce_all, read_committed, tribunal
 
 pytestmark = pytest.mark.integration
@@ -23,7 +24,13 @@ def seed_the_log(kafka: str, unique: str, worker: Worker) -> list[dict[str, obje
     metrics = [("ats", 55), ("hadoop", 70), ("ats", 75), ("ats", 30), ("Hadoop", 90), ("nobody", 10), ("ats", 101)]
     asyncio.run(produce_all(kafka, [(p + "plugin_decider", b"pool-a", envelope(a, m, "plugin_decider"))
                                     for a, m in metrics]))
-    return [json.loads(r.value) for r in asyncio.run(read_committed(kafka, p + "scaling-decisions", 6))]
+    decisions = [json.loads(r.value) for r in asyncio.run(read_committed(kafka, p + "scaling-decisions", 6))]
+    # Justice for the same pool, on its own topic: its outcomes are verified too.
+    asyncio.run(produce_all(kafka, [(p + "policies", b"pool-a", json.dumps(justice_policy()).encode())]))
+    assert len(asyncio.run(read_committed(kafka, p + "justice-outcomes", 1))) == 1, worker.log()[-3000:]
+    asyncio.run(produce_all(kafka, [(p + "plugin_justice", b"pool-a", envelope("ats", 85, "plugin_justice"))]))
+    assert len(asyncio.run(read_committed(kafka, p + "justice-outcomes", 2))) == 2, worker.log()[-3000:]
+    return decisions
 
 
 def test_export_replay_verify_and_a_forged_decision(kafka: str, unique: str, worker: Worker,
@@ -34,20 +41,29 @@ def test_export_replay_verify_and_a_forged_decision(kafka: str, unique: str, wor
     exported = tmp_path / "log.jsonl"
     tribunal("export", "--topics", "policies,plugin_decider", "--output", str(exported), env=worker_env)
     rows = [json.loads(line) for line in exported.read_text().splitlines()]
-    assert [r["topic"] for r in rows] == [f"{unique}.policies"] + [f"{unique}.plugin_decider"] * 7
-    assert [r["offset"] for r in rows[1:]] == list(range(7))
+    assert [r["topic"] for r in rows] == [f"{unique}.policies"] + [f"{unique}.plugin_decider"] * 7 + [
+        f"{unique}.policies"]
+    assert [r["offset"] for r in rows[1:-1]] == list(range(7))
+    ranged_export = tmp_path / "ranged.jsonl"
+    tribunal("export", "--topics", "plugin_decider", "--from", "3", "--to", "5", "--output", str(ranged_export),
+             env=worker_env)
+    assert [json.loads(line)["offset"] for line in ranged_export.read_text().splitlines()] == [3, 4]
     replayed = tmp_path / "replayed.jsonl"
     tribunal("replay", "--input", str(exported), "--output", str(replayed), env=worker_env)
     derived = [json.loads(line)["value"] for line in replayed.read_text().splitlines()]
     assert [d for d in derived if d["type"] == "ScalingDecision"] == decisions
+    assert [d["type"] for d in derived].count("JusticeOutcome") == 1  # the justice metric was not exported
     assert sorted(d["reason_code"] for d in derived if d["type"] == "DeadLetter") == ["bad_metric", "unknown_app"]
 
     from_kafka = tmp_path / "from-kafka.jsonl"
     tribunal("replay", "--from-kafka", "--output", str(from_kafka), env=worker_env)
-    assert [json.loads(line)["value"] for line in from_kafka.read_text().splitlines()] == derived
+    from_topics = [json.loads(line)["value"] for line in from_kafka.read_text().splitlines()]
+    assert [d for d in from_topics if d["type"] != "JusticeOutcome"] == [
+        d for d in derived if d["type"] != "JusticeOutcome"]
+    assert [d["outcome"] for d in from_topics if d["type"] == "JusticeOutcome"][0] == "policy"
 
     ok = tribunal("replay", "--from-kafka", "--verify", env=worker_env)
-    assert "verified: 8 output records of 8 input records agree" in ok.stdout
+    assert "verified: 10 output records of 10 input records agree" in ok.stdout
 
     # Verify over a range: from the fourth metric on.
     ranged = tribunal("replay", "--from-kafka", "--verify", "--from", "3", env=worker_env)
@@ -79,7 +95,7 @@ def test_export_replay_verify_and_a_forged_decision(kafka: str, unique: str, wor
     page = tmp_path / "report.html"
     tribunal("report", "--pool", "pool-a", "--output", str(page), env=worker_env)
     dom = assert_shows_plots(page, tmp_path, plots=3)
-    assert dom.count("href=\"#explain-") == 8 and dom.count("id=\"explain-") == 8
+    assert dom.count("href=\"#explain-") == 10 and dom.count("id=\"explain-") == 10
     assert decisions[3]["reason"] in dom
 
     forged = {**decisions[3], "instances": {"ats": 10, "hadoop": 0}, "seq": 7}
