@@ -19,7 +19,8 @@ def _names(cls: type) -> tuple[str, ...]:
 
 
 def evolve(obj: T, **changes: Any) -> T:
-    new = object.__new__(type(obj))
-    for name in _names(type(obj)):
+    cls: Any = type(obj)
+    new = object.__new__(cls)
+    for name in _names(cls):
         object.__setattr__(new, name, changes[name] if name in changes else getattr(obj, name))
     return new
