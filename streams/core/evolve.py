@@ -20,7 +20,7 @@ def _names(cls: type) -> tuple[str, ...]:
 
 def evolve(obj: T, **changes: Any) -> T:
     cls: Any = type(obj)
-    new = object.__new__(cls)
+    new: T = object.__new__(cls)
     for name in _names(cls):
         object.__setattr__(new, name, changes[name] if name in changes else getattr(obj, name))
     return new
