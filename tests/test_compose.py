@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from streams.infra.cluster import Topology, broker_properties, zookeeper_config
@@ -25,8 +26,9 @@ def _published(service: str) -> set[int]:
     return {int(p.split(":")[-1]) for p in SERVICES[service]["ports"]}
 
 
-def test_services_are_zookeeper_kafka_and_the_worker() -> None:
-    assert set(SERVICES) == {"zookeeper", "kafka", "worker"}
+def test_services_are_zookeeper_kafka_the_worker_and_the_bridge() -> None:
+    assert set(SERVICES) == {"zookeeper", "kafka", "worker", "zk-bridge"}
+    assert SERVICES["zk-bridge"]["command"] == ["tribunal", "zk-bridge"]
     assert SERVICES["kafka"]["image"].startswith("apache/kafka:3.9.")
     assert SERVICES["zookeeper"]["image"].startswith("zookeeper:3.8.")
 
@@ -57,9 +59,10 @@ def test_zookeeper_settings_match_infra() -> None:
     assert env["ZOO_4LW_COMMANDS_WHITELIST"] == ours["4lw.commands.whitelist"]
 
 
-def test_worker_points_at_the_compose_services() -> None:
-    env = SERVICES["worker"]["environment"]
+@pytest.mark.parametrize("service", ["worker", "zk-bridge"])
+def test_tribunal_services_point_at_the_compose_servers(service: str) -> None:
+    env = SERVICES[service]["environment"]
     kafka_listeners = SERVICES["kafka"]["environment"]["KAFKA_ADVERTISED_LISTENERS"]
     assert f"//{env['KAFKA_BOOTSTRAP']}" in kafka_listeners
     assert env["ZOOKEEPER_HOSTS"] == "zookeeper:2181"
-    assert set(SERVICES["worker"]["depends_on"]) == {"kafka", "zookeeper"}
+    assert set(SERVICES[service]["depends_on"]) == {"kafka", "zookeeper"}
