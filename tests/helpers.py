@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import random
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -155,3 +158,39 @@ async def produce_all(bootstrap: str, records: list[tuple[str, bytes | None, byt
         return [(m.partition, m.offset) for m in await asyncio.gather(*futures)]
     finally:
         await producer.stop()
+
+
+def wait_until_ready(worker: Worker, start: int, timeout: float = 180) -> None:
+    """Until the latest run (at least the `start`-th; restarts in place add runs) folds records."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        runs = worker.log().split("[^Worker]: Starting...")
+        if len(runs) > start and "[^Worker]: Ready" in runs[-1]:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"run {start} of the worker never got ready:\n{worker.log()[-3000:]}")
+
+
+def kill_repeatedly(worker: Worker, busy: threading.Thread, rng: random.Random, at_least: int,
+                    longest: float) -> int:
+    """SIGKILL the worker at random moments while it folds, until `busy` ends and `at_least` kills."""
+    kills = 0
+    while kills < at_least or busy.is_alive():
+        wait_until_ready(worker, kills + 1)
+        time.sleep(rng.uniform(0.5, longest))
+        worker.kill()
+        kills += 1
+        worker.start()
+    return kills
+
+
+def produce_while_killing(bootstrap: str, records: list[tuple[str, bytes | None, bytes | None]], rate: float,
+                          worker: Worker, rng: random.Random, at_least: int,
+                          longest: float) -> tuple[list[tuple[int, int]], int]:
+    """Produce `records` at `rate` while SIGKILLing the worker; (each record's partition and offset, kills)."""
+    produced: list[tuple[int, int]] = []
+    producer = threading.Thread(target=lambda: produced.extend(asyncio.run(produce_all(bootstrap, records, rate))))
+    producer.start()
+    kills = kill_repeatedly(worker, producer, rng, at_least, longest)
+    producer.join()
+    return produced, kills

@@ -10,8 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import threading
-import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -21,7 +19,7 @@ import pytest
 from streams.io import envelope
 from streams.replay import export_row
 from tests.core.builders import app
-from tests.helpers import Worker, produce_all, read_committed, tribunal
+from tests.helpers import Worker, produce_all, produce_while_killing, read_committed, tribunal
 
 pytestmark = pytest.mark.integration
 
@@ -34,81 +32,53 @@ def pool_policy(i: int) -> dict[str, Any]:
             "initial": {"ats": 5, "hadoop": 5, "redis": 4, "spark": 4}, "apps": apps}
 
 
-def wait_until_ready(worker: Worker, start: int, timeout: float = 180) -> None:
-    """Until the latest run (at least the `start`-th; restarts in place add runs) folds records."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        runs = worker.log().split("[^Worker]: Starting...")
-        if len(runs) > start and "[^Worker]: Ready" in runs[-1]:
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"run {start} of the worker never got ready:\n{worker.log()[-3000:]}")
-
-
-def test_sigkill_loses_and_duplicates_no_decision(kafka: str, unique: str, worker_env: dict[str, str],
+def test_sigkill_loses_and_duplicates_no_decision(kafka: str, unique: str, worker: Worker, worker_env: dict[str, str],
                                                   tmp_path: Path) -> None:
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)
     p = f"{unique}."
-    tribunal("topics", "create", env=worker_env)
-    worker = Worker(worker_env, tmp_path / "worker.log")
-    worker.start()
-    try:
-        asyncio.run(produce_all(kafka, [(p + "policies", f"pool-{i:02d}".encode(), json.dumps(pool_policy(i)).encode())
-                                        for i in range(POOLS)]))
-        assert len(asyncio.run(read_committed(kafka, p + "scaling-decisions", POOLS, timeout=120))) == POOLS, \
-            worker.log()[-3000:]
+    asyncio.run(produce_all(kafka, [(p + "policies", f"pool-{i:02d}".encode(), json.dumps(pool_policy(i)).encode())
+                                    for i in range(POOLS)]))
+    assert len(asyncio.run(read_committed(kafka, p + "scaling-decisions", POOLS, timeout=120))) == POOLS, \
+        worker.log()[-3000:]
 
-        metrics = [(p + "plugin_decider", f"pool-{rng.randrange(POOLS):02d}".encode(),
-                    envelope(rng.choice(["ats", "hadoop", "redis", "spark"]), rng.randrange(101), "plugin_decider"))
-                   for _ in range(RECORDS)]
-        produced: list[tuple[int, int]] = []
-        producer = threading.Thread(target=lambda: produced.extend(
-            asyncio.run(produce_all(kafka, metrics, rate=1000))))  # about 20 s of traffic
-        producer.start()
-        kills = 0
-        while kills < KILLS or producer.is_alive():
-            wait_until_ready(worker, kills + 1)
-            time.sleep(rng.uniform(0.5, 5.0))  # a random moment while it folds
-            worker.kill()
-            kills += 1
-            worker.start()
-        producer.join()
+    metrics = [(p + "plugin_decider", f"pool-{rng.randrange(POOLS):02d}".encode(),
+                envelope(rng.choice(["ats", "hadoop", "redis", "spark"]), rng.randrange(101), "plugin_decider"))
+               for _ in range(RECORDS)]
+    produced, kills = produce_while_killing(kafka, metrics, 1000, worker, rng, KILLS, longest=5.0)  # ~20 s
 
-        expected = POOLS + RECORDS
-        got = [json.loads(r.value) for r in asyncio.run(
-            read_committed(kafka, p + "scaling-decisions", expected, timeout=300))]
-        context = f"seed {seed}, {kills} kills; worker log tail:\n{worker.log()[-3000:]}"
-        assert len(produced) == RECORDS
+    expected = POOLS + RECORDS
+    got = [json.loads(r.value) for r in asyncio.run(
+        read_committed(kafka, p + "scaling-decisions", expected, timeout=300))]
+    context = f"seed {seed}, {kills} kills; worker log tail:\n{worker.log()[-3000:]}"
+    assert len(produced) == RECORDS
 
-        # Exactly one decision per input record, by cause.
-        causes = Counter((d["cause"]["topic"], d["cause"]["partition"], d["cause"]["offset"]) for d in got)
-        assert max(causes.values()) == 1, context
-        missing = sorted({(p + "plugin_decider", part, off) for part, off in produced} - set(causes))
-        assert not missing, f"{len(missing)} inputs undecided, e.g. {missing[:5]}; {len(got)} decisions; {context}"
-        assert len(got) == expected, context
+    # Exactly one decision per input record, by cause.
+    causes = Counter((d["cause"]["topic"], d["cause"]["partition"], d["cause"]["offset"]) for d in got)
+    assert max(causes.values()) == 1, context
+    missing = sorted({(p + "plugin_decider", part, off) for part, off in produced} - set(causes))
+    assert not missing, f"{len(missing)} inputs undecided, e.g. {missing[:5]}; {len(got)} decisions; {context}"
+    assert len(got) == expected, context
 
-        # seq 1..n without gaps, per pool.
-        by_pool: dict[str, list[int]] = {}
-        for d in got:
-            by_pool.setdefault(d["pool"], []).append(d["seq"])
-        assert all(seqs == list(range(1, len(seqs) + 1)) for seqs in by_pool.values()), context
+    # seq 1..n without gaps, per pool.
+    by_pool: dict[str, list[int]] = {}
+    for d in got:
+        by_pool.setdefault(d["pool"], []).append(d["seq"])
+    assert all(seqs == list(range(1, len(seqs) + 1)) for seqs in by_pool.values()), context
 
-        # The decisions equal those of `tribunal replay` over the same input, exported from the topics.
-        log = tmp_path / "export.jsonl"
-        with log.open("w") as out:
-            for topic, count in ((p + "policies", POOLS), (p + "plugin_decider", RECORDS)):
-                for r in asyncio.run(read_committed(kafka, topic, count)):
-                    row = export_row(r.topic, r.partition, r.offset, r.timestamp, r.key, r.value)
-                    out.write(json.dumps(row) + "\n")
-        replayed = tmp_path / "replayed.jsonl"
-        tribunal("replay", "--input", str(log), "--output", str(replayed), "--topic-prefix", p)
-        derived = [json.loads(line)["value"] for line in replayed.read_text().splitlines()]
-        key = lambda d: (d["pool"], d["seq"])  # noqa: E731
-        assert sorted(derived, key=key) == sorted(got, key=key), context
+    # The decisions equal those of `tribunal replay` over the same input, exported from the topics.
+    log = tmp_path / "export.jsonl"
+    with log.open("w") as out:
+        for topic, count in ((p + "policies", POOLS), (p + "plugin_decider", RECORDS)):
+            for r in asyncio.run(read_committed(kafka, topic, count)):
+                row = export_row(r.topic, r.partition, r.offset, r.timestamp, r.key, r.value)
+                out.write(json.dumps(row) + "\n")
+    replayed = tmp_path / "replayed.jsonl"
+    tribunal("replay", "--input", str(log), "--output", str(replayed), "--topic-prefix", p)
+    derived = [json.loads(line)["value"] for line in replayed.read_text().splitlines()]
+    key = lambda d: (d["pool"], d["seq"])  # noqa: E731
+    assert sorted(derived, key=key) == sorted(got, key=key), context
 
-        # And the audit's own check, straight from the topics: every recorded output re-derived.
-        verified = tribunal("replay", "--from-kafka", "--verify", env=worker_env)
-        assert f"verified: {expected} output records of {expected} input records agree" in verified.stdout, context
-    finally:
-        worker.stop()
+    # And the audit's own check, straight from the topics: every recorded output re-derived.
+    verified = tribunal("replay", "--from-kafka", "--verify", env=worker_env)
+    assert f"verified: {expected} output records of {expected} input records agree" in verified.stdout, context
