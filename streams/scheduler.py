@@ -122,14 +122,22 @@ class SchedulerClient:
         self._alerts.append(orjson.dumps(alert))
 
     def step(self) -> None:
-        """One pass of the pseudo-code: stop on a lost session, drain when offline, else take offers."""
+        """One pass of the pseudo-code; ZooKeeper being unreachable for a while only skips passes."""
+        from kazoo.exceptions import KazooException
+
+        try:
+            self._step()
+        except KazooException as e:
+            log.warning("%s: ZooKeeper did not answer (%r); trying again", self.scheduler, e)
+
+    def _step(self) -> None:
         if self._session_lost.is_set():
             for job in sorted(self.held):
                 self.held.discard(job)
                 self.on_stop(job)
             log.warning("%s lost its ZooKeeper session: stopped all jobs; registering again", self.scheduler)
-            self._session_lost.clear()
             self._register()
+            self._session_lost.clear()
             return
         if self.offline:
             now = time.monotonic()

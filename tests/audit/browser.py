@@ -15,7 +15,8 @@ def chromium() -> str:
 
 def render(page: Path, tmp: Path) -> tuple[str, Path]:
     """The DOM Chromium built from the page, and a screenshot of it."""
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", f"--user-data-dir={tmp / 'profile'}"]
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars",
+             f"--user-data-dir={tmp / 'profile'}"]
     url = page.resolve().as_uri()
     dom = subprocess.run([chromium(), *flags, "--dump-dom", url], capture_output=True, text=True, timeout=120,
                          check=True).stdout
