@@ -15,8 +15,11 @@ def chromium() -> str:
 
 def render(page: Path, tmp: Path) -> tuple[str, Path]:
     """The DOM Chromium built from the page, and a screenshot of it."""
+    # No network beyond loopback here: without the background-networking flags Chromium keeps
+    # trying Google's hosts at every start (see the machine notes).
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars",
-             f"--user-data-dir={tmp / 'profile'}"]
+             "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update",
+             "--disable-sync", f"--user-data-dir={tmp / 'profile'}"]
     url = page.resolve().as_uri()
     dom = subprocess.run([chromium(), *flags, "--dump-dom", url], capture_output=True, text=True, timeout=120,
                          check=True).stdout
