@@ -41,8 +41,7 @@ from streams.agents.emit import commit_effects
 from streams.agents.watchdog import Watchdog
 from streams.core import folds, limits, pool, snapshot
 from streams.core.deadletter import Rejected
-from streams.core.intake import pool_of
-from streams.core.source import SourceRecord
+from streams.core.source import SourceRecord, pool_of
 from streams.settings import Settings
 from streams.views import describe, describe_group
 

@@ -23,10 +23,9 @@ from typing import Any
 import orjson
 
 from streams.core.deadletter import dlq_topic
-from streams.core.folds import BY_INPUT, Fold
-from streams.core.intake import pool_of
+from streams.core.folds import route
 from streams.core.outputs import DLQ
-from streams.core.source import SourceRecord
+from streams.core.source import SourceRecord, pool_of
 from streams.errors import ConfigError
 
 
@@ -76,13 +75,8 @@ class Replayer:
     counts: dict[str, int] = field(default_factory=dict)
     _next_offset: dict[tuple[str, int], int] = field(default_factory=dict)
 
-    def logical(self, topic: str) -> tuple[str, Fold] | None:
-        name = topic.removeprefix(self.topic_prefix) if self.topic_prefix else topic
-        fold = BY_INPUT.get(name)
-        return None if fold is None else (name, fold)
-
     def feed(self, record: SourceRecord) -> list[dict[str, Any]]:
-        routed = self.logical(record.topic)
+        routed = route(record.topic, self.topic_prefix)
         if routed is None:
             self.counts["skipped"] = self.counts.get("skipped", 0) + 1
             return []

@@ -53,6 +53,7 @@ class SchedulerClient:
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     _session_lost: threading.Event = field(default_factory=threading.Event)
     _last_release: float = 0.0
+    _alerts: list[bytes] = field(default_factory=list)  # produced by `run` after each pass
 
     # -- ZooKeeper ------------------------------------------------------------------------------
     def _register(self) -> None:
@@ -168,7 +169,6 @@ class SchedulerClient:
         from kazoo.client import KazooClient
 
         self.loop = asyncio.get_running_loop()
-        self._alerts: list[bytes] = []
         self.zk = KazooClient(hosts=self.settings.zookeeper_hosts, timeout=self.session_timeout)
         self.zk.add_listener(self._on_state)
         await asyncio.to_thread(self.zk.start, 30)

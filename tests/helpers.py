@@ -43,35 +43,6 @@ async def read_committed(bootstrap: str, topic: str, expected: int, timeout: flo
     return records
 
 
-async def read_to_end(bootstrap: str, topic: str, timeout: float = 60.0) -> list[Any]:
-    """Every committed record `topic` holds now (read_committed, up to the last stable offsets)."""
-    from aiokafka import AIOKafkaConsumer, TopicPartition
-
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, isolation_level="read_committed",
-                                enable_auto_commit=False)
-    await consumer.start()
-    records: list[Any] = []
-    try:
-        partitions = consumer.partitions_for_topic(topic) or set()
-        if not partitions:
-            await consumer._client.force_metadata_update()
-            partitions = consumer.partitions_for_topic(topic) or set()
-        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
-        ends = await consumer.end_offsets(tps)
-        deadline = asyncio.get_running_loop().time() + timeout
-        while any([await consumer.position(tp) < ends[tp] for tp in tps]):
-            if asyncio.get_running_loop().time() > deadline:
-                raise AssertionError(f"could not read {topic} to its end in {timeout}s")
-            batch = await consumer.getmany(timeout_ms=500)
-            for tp in sorted(batch, key=lambda t: t.partition):
-                records.extend(batch[tp])
-    finally:
-        await consumer.stop()
-    return records
-
-
 async def end_offsets(bootstrap: str, topic: str) -> dict[int, int]:
     from aiokafka import AIOKafkaConsumer, TopicPartition
 

@@ -16,9 +16,8 @@ import orjson
 from streams.audit.kafka_log import KafkaLog
 from streams.audit.order import Coordinates, coordinates
 from streams.core import pool
-from streams.core.folds import BY_INPUT
-from streams.core.intake import pool_of
-from streams.core.source import SourceRecord
+from streams.core.folds import route
+from streams.core.source import SourceRecord, pool_of
 from streams.errors import TribunalError
 from streams.replay import Replayer
 from streams.settings import Settings
@@ -53,7 +52,7 @@ def explanations(log: KafkaLog, settings: Settings, wanted: Callable[[SourceReco
     """Explain every input `wanted` picks, replaying the log in applied order (stops after `until`)."""
     replayer = Replayer(topic_prefix=settings.topic_prefix)
     for record in log.ordered():
-        routed = replayer.logical(record.topic)
+        routed = route(record.topic, settings.topic_prefix)
         if routed is None or not wanted(record):
             replayer.feed(record)
             continue
@@ -189,7 +188,7 @@ def _render_decision(d: dict[str, Any], before: dict[str, Any], after: dict[str,
 def wanted_for(settings: Settings, fold_name: str, key: str) -> Callable[[SourceRecord], bool]:
     """Inputs of one pool or group."""
     def wanted(record: SourceRecord) -> bool:
-        fold = BY_INPUT.get(record.topic.removeprefix(settings.topic_prefix))
-        return fold is not None and fold.name == fold_name and pool_of(record) == key
+        routed = route(record.topic, settings.topic_prefix)
+        return routed is not None and routed[1].name == fold_name and pool_of(record) == key
     return wanted
 

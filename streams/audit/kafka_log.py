@@ -19,9 +19,8 @@ import orjson
 
 from streams.audit.order import applied_order, chains_from
 from streams.core.deadletter import dlq_topic
-from streams.core.folds import BY_INPUT, FOLDS
-from streams.core.intake import pool_of
-from streams.core.source import SourceRecord
+from streams.core.folds import FOLDS, route
+from streams.core.source import SourceRecord, pool_of
 from streams.errors import ConfigError
 from streams.io import read_log
 from streams.replay import Replayer
@@ -78,22 +77,25 @@ class KafkaLog:
     prefix: str = ""
 
     @classmethod
-    def read(cls, settings: Settings, on_batch: Any = None, with_outputs: bool = True,
-             topics: list[str] | None = None) -> KafkaLog:
+    def read(cls, settings: Settings, on_batch: Any = None, topics: list[str] | None = None) -> KafkaLog:
         """The input topics (or `topics`) and, to order them as the worker applied them, the outputs."""
         topics = topics if topics is not None else input_topics(settings)
-        inputs = asyncio.run(read_log(settings.kafka_bootstrap, topics, on_batch))
+        wanted = set(topics)
+        inputs: list[SourceRecord] = []
         recorded: dict[Stream, list[SourceRecord]] = {}
-        if with_outputs:
-            for record in asyncio.run(read_log(settings.kafka_bootstrap, output_topics(settings), on_batch)):
+        everything = [*topics, *(t for t in output_topics(settings) if t not in wanted)]
+        for record in asyncio.run(read_log(settings.kafka_bootstrap, everything, on_batch)):
+            if record.topic in wanted:
+                inputs.append(record)
+            else:
                 key = record.key.decode("utf-8", "replace") if record.key is not None else ""
                 recorded.setdefault((record.topic, key), []).append(record)
         return cls(inputs, recorded, topics, settings.topic_prefix)
 
     def ordered(self) -> list[SourceRecord]:
         def scope(record: SourceRecord) -> tuple[str, str]:
-            fold = BY_INPUT.get(record.topic.removeprefix(self.prefix))
-            return (fold.name if fold else record.topic, pool_of(record))
+            routed = route(record.topic, self.prefix)
+            return (routed[1].name if routed else record.topic, pool_of(record))
 
         streams = ([r.value for r in records] for records in self.recorded.values())
         return applied_order(self.inputs, chains_from(streams, self.inputs, scope), self.topics)

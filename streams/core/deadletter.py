@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import base64
+from typing import Protocol, Self, TypeVar
 
 from schemas.records import DeadLetter
-from streams.core.source import SourceRecord
+from streams.core.outputs import DLQ, Emit
+from streams.core.source import SourceRecord, pool_of
 
 
 class Rejected(Exception):
@@ -40,3 +42,22 @@ def dead_letter(record: SourceRecord, key: str, seq: int, rejection: Rejected, p
         original_key_b64=_b64(record.key), original_value_b64=_b64(record.value),
         original_value=_text(record.value),
     )
+
+
+class Numbered(Protocol):
+    """A fold's state as far as dead letters need it: per-stream seqs, and the inputs applied so far."""
+
+    @property
+    def applied(self) -> int: ...
+
+    def next_seq(self, stream: str) -> tuple[Self, int]: ...
+
+
+S = TypeVar("S", bound=Numbered)
+
+
+def rejected(state: S, record: SourceRecord, rejection: Rejected) -> tuple[S, list[Emit]]:
+    """The dead letter for an admitted `record`, numbered per key and source topic."""
+    key = pool_of(record)
+    numbered, seq = state.next_seq(f"{DLQ}:{record.topic}")
+    return numbered, [Emit(DLQ, key, dead_letter(record, key, seq, rejection, numbered.applied))]

@@ -33,3 +33,10 @@ GROUPS = Fold("groups", limits.INPUTS, limits.OUTPUTS, frozenset({limits.REJECTI
               limits.GroupState, limits.apply, limits.reject)
 FOLDS = (POOLS, GROUPS)
 BY_INPUT = {topic: fold for fold in FOLDS for topic in fold.inputs}
+
+
+def route(topic: str, prefix: str = "") -> tuple[str, Fold] | None:
+    """The logical input topic a (prefixed) topic name is, and the fold that reads it."""
+    name = topic.removeprefix(prefix)
+    fold = BY_INPUT.get(name)
+    return None if fold is None else (name, fold)

@@ -13,20 +13,9 @@ from pydantic import ValidationError
 
 from schemas.envelope import CommandEnvelope, MetricBody
 from streams.core.deadletter import Rejected
-from streams.core.source import DEFAULT_POOL, SourceRecord
+from streams.core.source import UNREADABLE_KEY, SourceRecord, pool_of
 
 METRIC_COMMAND = "app-metrical"
-UNREADABLE_KEY = "<unreadable-key>"
-
-
-def pool_of(record: SourceRecord) -> str:
-    """The pool a record belongs to: its key, or `default` when it has none (SPEC §1)."""
-    if not record.key:
-        return DEFAULT_POOL
-    try:
-        return record.key.decode("utf-8")
-    except UnicodeDecodeError:
-        return UNREADABLE_KEY
 
 
 def error_text(error: ValidationError) -> str:

@@ -37,11 +37,11 @@ from schemas.limits import (
     SchedulerOnlineRequested,
     SchedulerRegistered,
 )
-from streams.core.deadletter import Rejected, dead_letter
+from streams.core.deadletter import Rejected, rejected
 from streams.core.evolve import evolve
-from streams.core.intake import error_text, pool_of, readable
-from streams.core.outputs import DLQ, Emit
-from streams.core.source import SourceRecord, cause_of
+from streams.core.intake import error_text, readable
+from streams.core.outputs import Emit
+from streams.core.source import SourceRecord, cause_of, pool_of
 
 SCHEDULER_EVENTS = "scheduler-events"
 JOB_EVENTS = "job-events"
@@ -326,9 +326,7 @@ def reject(state: GroupState, record: SourceRecord, rejection: Rejected,
            admitted: bool = False) -> tuple[GroupState, list[Emit]]:
     if not admitted:
         state = admit(state, record) or state
-    group = pool_of(record)
-    state, seq = state.next_seq(f"{DLQ}:{record.topic}")
-    return state, [Emit(DLQ, group, dead_letter(record, group, seq, rejection, state.applied))]
+    return rejected(state, record, rejection)
 
 
 def _parse(record: SourceRecord, topic: str) -> Any:

@@ -17,11 +17,11 @@ from pydantic import TypeAdapter, ValidationError
 from schemas.cluster import ClusterEvent, InstancesObserved, PoolCapacitySet
 from schemas.policy import DeciderPolicy, JusticePolicy, PolicyRecord
 from streams.core import decider, justice
-from streams.core.deadletter import Rejected, dead_letter
+from streams.core.deadletter import Rejected, rejected
 from streams.core.evolve import evolve
-from streams.core.intake import error_text, parse, pool_of, readable
-from streams.core.outputs import DLQ, Emit
-from streams.core.source import SourceRecord, cause_of
+from streams.core.intake import error_text, parse, readable
+from streams.core.outputs import Emit
+from streams.core.source import SourceRecord, cause_of, pool_of
 
 POLICIES = "policies"
 CLUSTER_EVENTS = "cluster-events"
@@ -82,9 +82,7 @@ def reject(state: PoolState, record: SourceRecord, rejection: Rejected,
     """The dead letter for `record`, numbered per pool and source topic (counting it as applied)."""
     if not admitted:
         state = admit(state, record) or state
-    pool = pool_of(record)
-    state, seq = state.next_seq(f"{DLQ}:{record.topic}")
-    return state, [Emit(DLQ, pool, dead_letter(record, pool, seq, rejection, state.applied))]
+    return rejected(state, record, rejection)
 
 
 def _load(adapter: TypeAdapter[Any], record: SourceRecord, what: str) -> object:

@@ -8,6 +8,7 @@ from typing import Any
 from schemas.common import Cause
 
 DEFAULT_POOL = "default"
+UNREADABLE_KEY = "<unreadable-key>"
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,3 +29,13 @@ def cause_of(record: SourceRecord, position: int) -> dict[str, Any]:
     """An output's `cause`, as a mapping in `Cause`'s field order (the hot path)."""
     return {"topic": record.topic, "partition": record.partition, "offset": record.offset,
             "timestamp": record.timestamp, "position": position}
+
+
+def pool_of(record: SourceRecord) -> str:
+    """The pool a record belongs to: its key, or `default` when it has none (SPEC §1)."""
+    if not record.key:
+        return DEFAULT_POOL
+    try:
+        return record.key.decode("utf-8")
+    except UnicodeDecodeError:
+        return UNREADABLE_KEY

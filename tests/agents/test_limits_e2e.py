@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from streams.core import limits
+from streams.io import read_log
 from tests.audit.browser import assert_shows_plots
 from tests.core.limits_log import TOPIC_OF
-from tests.helpers import Worker, produce_all, read_committed, read_to_end, tribunal
+from tests.helpers import Worker, produce_all, read_committed, tribunal
 
 pytestmark = pytest.mark.integration
 
@@ -32,7 +33,7 @@ def script(group: str) -> list[dict[str, Any]]:
 
 
 def read_all(kafka: str, topic: str) -> list[Any]:
-    return asyncio.run(read_to_end(kafka, topic))
+    return asyncio.run(read_log(kafka, [topic]))
 
 
 def test_group_events_through_the_worker_agree_with_replay(kafka: str, unique: str, worker: Worker,

@@ -13,8 +13,7 @@ from hypothesis import strategies as st
 from streams.audit.kafka_log import Bound, replay_log, within
 from streams.audit.order import Coordinates, applied_order, chains_from, coordinates, log_order
 from streams.core import pool
-from streams.core.intake import pool_of
-from streams.core.source import SourceRecord
+from streams.core.source import SourceRecord, pool_of
 from streams.errors import ConfigError
 from streams.io import envelope
 from streams.replay import Replayer

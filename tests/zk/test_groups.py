@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import Service, Worker, read_to_end, tribunal
+from streams.io import read_log
+from tests.helpers import Service, Worker, tribunal
 
 pytestmark = pytest.mark.integration
 
@@ -116,7 +117,7 @@ def assert_no_job_ran_twice_at_once(runs: dict[str, list[tuple[float, float, str
 def latest(kafka: str, topic: str) -> dict[str, dict[str, Any]]:
     """The latest record per key on `topic`, read_committed."""
     out: dict[str, dict[str, Any]] = {}
-    for record in asyncio.run(read_to_end(kafka, topic)):
+    for record in asyncio.run(read_log(kafka, [topic])):
         out[record.key.decode()] = json.loads(record.value)
     return out
 
