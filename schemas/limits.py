@@ -145,6 +145,7 @@ class GroupHealth(Record):
     orphans: list[str]
     offers: dict[str, str]
     corrections: list[Correction]
+    skipped: list[str] = Field(default_factory=list, description="a snapshot's bad entries, named and left out")
     cause: Cause
     seq: int = Field(ge=1)
 

@@ -35,13 +35,13 @@ from typing import Any, Protocol
 import faust
 from aiohttp.web import Response
 
-from streams.agents import highwaters
+from streams.agents import highwaters, routing
 from streams.agents.continuity import Continuity
 from streams.agents.emit import commit_effects
 from streams.agents.watchdog import Watchdog
 from streams.core import folds, limits, pool, snapshot
 from streams.core.deadletter import Rejected
-from streams.core.source import SourceRecord, pool_of
+from streams.core.source import SourceRecord, record_key
 from streams.settings import Settings
 from streams.views import describe, describe_group
 
@@ -188,37 +188,64 @@ def add_state_page(app: faust.App, scope: str, keeper: CachedKeeper,
 
 def add_fold_agent(app: faust.App, settings: Settings, fold: folds.Fold, keeper: Keeper,
                    continuity: Continuity, progress: Progress) -> set[str]:
-    """One agent folding every input topic of `fold`; returns the real input topic names."""
+    """One agent folding every input topic of `fold` and its repartition topic; returns the topic names read.
+
+    A record whose key (`fold.key_of`) maps to another partition than the one it arrived on is
+    forwarded to that partition of the repartition topic and folded when it arrives there
+    (`streams.agents.routing`), so one key's state lives in one place whoever produced the record.
+    """
     names = {settings.topic(t): t for t in fold.inputs}
-    topic = app.topic(*names, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw",
-                      partitions=settings.partitions)
+    repartition = settings.topic(fold.repartition)
+    partitions = settings.partitions
+    topic = app.topic(*names, repartition, key_type=bytes, value_type=bytes, key_serializer="raw",
+                      value_serializer="raw", partitions=partitions)
 
     async def run(stream: Any) -> None:
         async for event in stream.events():
             if not await continuity.admit(event):
                 continue
+            m = event.message
             record = source_record(event)
-            key = pool_of(record)
+            if m.topic == repartition:
+                try:
+                    record = routing.original(record.topic, m.partition, m.offset, record.timestamp, m.key, m.value,
+                                              m.headers)
+                except routing.NotForwarded as exc:  # not ours: say so, touch no state
+                    log.error("%s", exc)
+                    _, outputs = fold.reject(fold.empty(), record, Rejected("not_forwarded", str(exc)),
+                                             record_key(record))
+                    await commit_effects(app, settings, event, [], outputs)
+                    continuity.done(event)
+                    continue
+            logical = names.get(record.topic, record.topic)
+            key = fold.key_of(record, logical)
+            home = routing.partition_for(key, partitions)
+            if m.topic != repartition and home != m.partition:
+                await commit_effects(app, settings, event, [], [],
+                                     sends=[routing.forward(record, key, repartition, home)])
+                continuity.done(event)
+                progress.count(record, forwarded=True)
+                continue
             try:
                 before = keeper.load(key)
             except Exception as exc:  # an unreadable table entry: report the record, keep the entry
                 log.exception("cannot load the state of %s %r", fold.name, key)
-                _, outputs = fold.reject(fold.empty(), record, Rejected("state_unreadable", repr(exc)))
-                await commit_effects(app, settings, event, [], outputs)
+                _, outputs = fold.reject(fold.empty(), record, Rejected("state_unreadable", repr(exc)), key)
+                await commit_effects(app, settings, event, [], outputs, record.topic)
                 continuity.done(event)
                 continue
             try:
-                after, outputs = fold.apply(before, record, names[record.topic])
+                after, outputs = fold.apply(before, record, logical)
             except Exception as exc:  # a bug must cost one record, not the worker
                 log.exception("fold failed on %s[%s]@%s", record.topic, record.partition, record.offset)
-                after, outputs = fold.reject(before, record, Rejected("internal_error", repr(exc)))
+                after, outputs = fold.reject(before, record, Rejected("internal_error", repr(exc)), key)
             writes = keeper.writes(key, before, after) if after is not before else []
-            await commit_effects(app, settings, event, writes, outputs)
+            await commit_effects(app, settings, event, writes, outputs, record.topic)
             continuity.done(event)
             progress.count(record)
 
     app.agent(topic, name=fold.name)(run)
-    return set(names)
+    return {*names, repartition}
 
 
 class Progress:
@@ -226,18 +253,21 @@ class Progress:
 
     def __init__(self) -> None:
         self.total = 0
+        self.forwarded = 0
         self.reported = 0
         self.last: SourceRecord | None = None
         self.since = time.monotonic()
 
-    def count(self, record: SourceRecord) -> None:
+    def count(self, record: SourceRecord, forwarded: bool = False) -> None:
+        """One record handled: folded, or forwarded to its key's partition (folded when it arrives there)."""
         self.total += 1
+        self.forwarded += forwarded
         self.last = record
 
     def report(self) -> None:
         now = time.monotonic()
         if self.total != self.reported and self.last is not None:
             rate = (self.total - self.reported) / (now - self.since)
-            log.info("folded %d records (%.0f/s); last %s[%d]@%d", self.total, rate, self.last.topic,
-                     self.last.partition, self.last.offset)
+            log.info("handled %d records (%.0f/s; %d forwarded to their key's partition); last %s[%d]@%d",
+                     self.total, rate, self.forwarded, self.last.topic, self.last.partition, self.last.offset)
         self.reported, self.since = self.total, now

@@ -25,7 +25,7 @@ import orjson
 from streams.core.deadletter import dlq_topic
 from streams.core.folds import route
 from streams.core.outputs import DLQ
-from streams.core.source import SourceRecord, pool_of
+from streams.core.source import SourceRecord
 from streams.errors import ConfigError
 
 
@@ -81,7 +81,7 @@ class Replayer:
             self.counts["skipped"] = self.counts.get("skipped", 0) + 1
             return []
         logical, fold = routed
-        slot = (fold.name, pool_of(record))
+        slot = (fold.name, fold.key_of(record, logical))
         previous = self.states.get(slot)
         state, outputs = fold.apply(fold.empty() if previous is None else previous, record, logical)
         self.states[slot] = state

@@ -31,13 +31,15 @@ class TopicSpec:
 def catalogue(settings: Settings) -> list[TopicSpec]:
     """Every topic tribunal reads or writes, with the deployment's prefix applied."""
     inputs = [TopicSpec(settings.topic(t), compacted=t in f.compacted) for f in FOLDS for t in f.inputs]
-    dead = [TopicSpec(dlq_topic(settings.topic(t))) for f in FOLDS for t in f.inputs]
+    internal = [TopicSpec(settings.topic(f.repartition)) for f in FOLDS]
+    dead = [TopicSpec(dlq_topic(settings.topic(t))) for f in FOLDS for t in (*f.inputs, f.repartition)]
     outputs = [TopicSpec(settings.topic(t), compacted=t in f.compacted) for f in FOLDS for t in f.outputs]
-    return [*inputs, *outputs, *dead]
+    return [*inputs, *internal, *outputs, *dead]
 
 
 def input_topics(settings: Settings) -> set[str]:
-    return {settings.topic(t) for f in FOLDS for t in f.inputs}
+    """What the worker reads: every fold's inputs and its repartition topic (one partition count for all)."""
+    return {settings.topic(t) for f in FOLDS for t in (*f.inputs, f.repartition)}
 
 
 async def _create(settings: Settings, specs: list[TopicSpec]) -> list[str]:

@@ -29,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from streams.agents.routing import Send
 from streams.core.deadletter import dlq_topic
 from streams.core.outputs import DLQ, Emit
 from streams.errors import TribunalError
@@ -58,24 +59,31 @@ def topic_for(settings: Settings, emit: Emit, source_topic: str) -> str:
 
 
 async def commit_effects(app: Any, settings: Settings, event: Any, writes: Iterable[tuple[Any, str, Any]],
-                         outputs: list[Emit]) -> None:
-    """Apply `writes` (table, key, value) and send their changelog records and `outputs` as one unit."""
+                         outputs: list[Emit], source_topic: str | None = None, sends: Iterable[Send] = ()) -> None:
+    """Apply `writes` (table, key, value) and send their changelog records, `outputs` and `sends` as one unit.
+
+    `source_topic` is the topic the folded record was written to (its dead letters go to that
+    topic's `.dlq`); it differs from the event's topic for a record forwarded to its key's partition.
+    """
     partition = event.message.partition
-    records: list[tuple[str, bytes, bytes | None, int | None]] = []
+    records: list[Send] = []
     for table, key, value in writes:
         store = table.data
         store[key] = value  # the local store only: the changelog record is sent below
-        records.append((table.changelog_topic.get_topic_name(), store._encode_key(key),
-                        store._encode_value(value), partition))
-    for emit in outputs:
-        records.append((topic_for(settings, emit, event.message.topic), emit.key.encode("utf-8"),
-                        emit.value_bytes(), None))
+        records.append(Send(table.changelog_topic.get_topic_name(), store._encode_key(key),
+                            store._encode_value(value), partition))
+    source = source_topic or event.message.topic
+    records.extend(Send(topic_for(settings, emit, source), emit.key.encode("utf-8"), emit.value_bytes())
+                   for emit in outputs)
+    records.extend(sends)
     tid = transactional_id(app, event)
     if tid is None:
-        for topic, key, value, part in records:
-            await app.producer.send(topic, key, value, part, None, None)
+        for r in records:
+            await app.producer.send(r.topic, r.key, r.value, r.partition,
+                                    None if r.timestamp_ms is None else r.timestamp_ms / 1000, r.headers)
         return
     async with _private(app.producer, "_trn_locks")[tid]:
         transaction = _private(app.producer, "_transaction_producers")[tid]
-        for topic, key, value, part in records:
-            await transaction.send(topic, value, key=key, partition=part)
+        for r in records:
+            await transaction.send(r.topic, r.value, key=r.key, partition=r.partition, timestamp_ms=r.timestamp_ms,
+                                   headers=r.headers)

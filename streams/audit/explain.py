@@ -16,8 +16,8 @@ import orjson
 from streams.audit.kafka_log import KafkaLog
 from streams.audit.order import Coordinates, coordinates
 from streams.core import pool
-from streams.core.folds import route
-from streams.core.source import SourceRecord, pool_of
+from streams.core.folds import BY_NAME, scope
+from streams.core.source import SourceRecord
 from streams.errors import TribunalError
 from streams.replay import Replayer
 from streams.settings import Settings
@@ -52,12 +52,11 @@ def explanations(log: KafkaLog, settings: Settings, wanted: Callable[[SourceReco
     """Explain every input `wanted` picks, replaying the log in applied order (stops after `until`)."""
     replayer = Replayer(topic_prefix=settings.topic_prefix)
     for record in log.ordered():
-        routed = route(record.topic, settings.topic_prefix)
-        if routed is None or not wanted(record):
+        slot = scope(record, settings.topic_prefix)
+        if slot is None or not wanted(record):
             replayer.feed(record)
             continue
-        _, fold = routed
-        slot = (fold.name, pool_of(record))
+        fold = BY_NAME[slot[0]]
         before = replayer.states.get(slot) or fold.empty()
         rows = replayer.feed(record)
         after = replayer.states[slot]
@@ -188,7 +187,6 @@ def _render_decision(d: dict[str, Any], before: dict[str, Any], after: dict[str,
 def wanted_for(settings: Settings, fold_name: str, key: str) -> Callable[[SourceRecord], bool]:
     """Inputs of one pool or group."""
     def wanted(record: SourceRecord) -> bool:
-        routed = route(record.topic, settings.topic_prefix)
-        return routed is not None and routed[1].name == fold_name and pool_of(record) == key
+        return scope(record, settings.topic_prefix) == (fold_name, key)
     return wanted
 

@@ -19,8 +19,8 @@ import orjson
 
 from streams.audit.order import applied_order, chains_from
 from streams.core.deadletter import dlq_topic
-from streams.core.folds import FOLDS, route
-from streams.core.source import SourceRecord, pool_of
+from streams.core.folds import FOLDS, scope
+from streams.core.source import SourceRecord
 from streams.errors import ConfigError
 from streams.io import read_log
 from streams.replay import Replayer
@@ -93,12 +93,11 @@ class KafkaLog:
         return cls(inputs, recorded, topics, settings.topic_prefix)
 
     def ordered(self) -> list[SourceRecord]:
-        def scope(record: SourceRecord) -> tuple[str, str]:
-            routed = route(record.topic, self.prefix)
-            return (routed[1].name if routed else record.topic, pool_of(record))
+        def scope_of(record: SourceRecord) -> tuple[str, str]:
+            return scope(record, self.prefix) or (record.topic, "")
 
         streams = ([r.value for r in records] for records in self.recorded.values())
-        return applied_order(self.inputs, chains_from(streams, self.inputs, scope), self.topics)
+        return applied_order(self.inputs, chains_from(streams, self.inputs, scope_of), self.topics, scope_of)
 
 
 @dataclass

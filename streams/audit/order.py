@@ -32,10 +32,13 @@ def coordinates(record: SourceRecord) -> Coordinates:
     return (record.topic, record.partition, record.offset)
 
 
-def _partitions(records: Iterable[SourceRecord]) -> dict[tuple[str, int], list[SourceRecord]]:
-    out: dict[tuple[str, int], list[SourceRecord]] = {}
+def _partitions(records: Iterable[SourceRecord],
+                scope: Callable[[SourceRecord], Hashable] | None = None) -> dict[Hashable, list[SourceRecord]]:
+    """Records by partition, each in offset order; with `scope`, by partition and scope (fold and key)."""
+    out: dict[Hashable, list[SourceRecord]] = {}
     for record in records:
-        out.setdefault((record.topic, record.partition), []).append(record)
+        where = (record.topic, record.partition)
+        out.setdefault(where if scope is None else (*where, scope(record)), []).append(record)
     for queue in out.values():
         queue.sort(key=lambda r: r.offset)
     return out
@@ -52,10 +55,17 @@ def log_order(records: Iterable[SourceRecord], topics: Sequence[str] = ()) -> li
 
 
 def applied_order(inputs: Iterable[SourceRecord], chains: Iterable[Sequence[Coordinates]],
-                  topics: Sequence[str] = ()) -> list[SourceRecord]:
-    """Inputs in an order that follows every chain (each a stream's causes, in seq order)."""
+                  topics: Sequence[str] = (), scope: Callable[[SourceRecord], Hashable] | None = None,
+                  ) -> list[SourceRecord]:
+    """Inputs in an order that follows every chain (each a stream's causes, in seq order).
+
+    With `scope`, offset order is kept per partition and scope rather than per partition: a record
+    forwarded to its key's partition is applied after records that came later on its own
+    partition, for other keys, so only its own key's records keep their offset order (and
+    demanding more can make the chains and the partitions contradict each other).
+    """
     rank = {t: i for i, t in enumerate(topics)}
-    queues = _partitions(inputs)
+    queues = _partitions(inputs, scope)
     known = {coordinates(r) for q in queues.values() for r in q}
     chain_list = []
     for chain in chains:

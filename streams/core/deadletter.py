@@ -7,7 +7,7 @@ from typing import Protocol, Self, TypeVar
 
 from schemas.records import DeadLetter
 from streams.core.outputs import DLQ, Emit
-from streams.core.source import SourceRecord, pool_of
+from streams.core.source import SourceRecord
 
 
 class Rejected(Exception):
@@ -56,8 +56,7 @@ class Numbered(Protocol):
 S = TypeVar("S", bound=Numbered)
 
 
-def rejected(state: S, record: SourceRecord, rejection: Rejected) -> tuple[S, list[Emit]]:
-    """The dead letter for an admitted `record`, numbered per key and source topic."""
-    key = pool_of(record)
+def rejected(state: S, record: SourceRecord, rejection: Rejected, key: str) -> tuple[S, list[Emit]]:
+    """The dead letter for an admitted `record` of `key` (the fold's `key_of`), numbered per key and source topic."""
     numbered, seq = state.next_seq(f"{DLQ}:{record.topic}")
     return numbered, [Emit(DLQ, key, dead_letter(record, key, seq, rejection, numbered.applied))]

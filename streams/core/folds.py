@@ -24,15 +24,22 @@ class Fold:
     compacted: frozenset[str]  # topics (inputs or outputs) whose latest record per key is what counts
     empty: Callable[[], Any]
     apply: Callable[[Any, SourceRecord, str], tuple[Any, list[Emit]]]
-    reject: Callable[[Any, SourceRecord, Rejected], tuple[Any, list[Emit]]]
+    reject: Callable[[Any, SourceRecord, Rejected, str], tuple[Any, list[Emit]]]
+    key_of: Callable[[SourceRecord, str], str]  # the one state a record of a logical input belongs to
+
+    @property
+    def repartition(self) -> str:
+        """The internal topic that carries records to their key's partition (as Kafka Streams' `-repartition`)."""
+        return f"{self.name}.repartition"
 
 
 POOLS = Fold("pools", pool.INPUTS, (pool.SCALING_DECISIONS, pool.JUSTICE_OUTCOMES), frozenset({pool.POLICIES}),
-             pool.PoolState, pool.apply, pool.reject)
+             pool.PoolState, pool.apply, pool.reject, pool.key_of)
 GROUPS = Fold("groups", limits.INPUTS, limits.OUTPUTS, frozenset({limits.REJECTION_LIMITS}),
-              limits.GroupState, limits.apply, limits.reject)
+              limits.GroupState, limits.apply, limits.reject, limits.key_of)
 FOLDS = (POOLS, GROUPS)
 BY_INPUT = {topic: fold for fold in FOLDS for topic in fold.inputs}
+BY_NAME = {fold.name: fold for fold in FOLDS}
 
 
 def route(topic: str, prefix: str = "") -> tuple[str, Fold] | None:
@@ -40,3 +47,12 @@ def route(topic: str, prefix: str = "") -> tuple[str, Fold] | None:
     name = topic.removeprefix(prefix)
     fold = BY_INPUT.get(name)
     return None if fold is None else (name, fold)
+
+
+def scope(record: SourceRecord, prefix: str = "") -> tuple[str, str] | None:
+    """(fold, key): the one state an input record is folded into, wherever it arrived; None for other topics."""
+    routed = route(record.topic, prefix)
+    if routed is None:
+        return None
+    logical, fold = routed
+    return (fold.name, fold.key_of(record, logical))

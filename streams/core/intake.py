@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from schemas.envelope import CommandEnvelope, MetricBody
 from streams.core.deadletter import Rejected
-from streams.core.source import UNREADABLE_KEY, SourceRecord, pool_of
+from streams.core.source import UNREADABLE_KEY, SourceRecord, record_key
 
 METRIC_COMMAND = "app-metrical"
 
@@ -26,7 +26,7 @@ def error_text(error: ValidationError) -> str:
 
 def readable(record: SourceRecord) -> bytes:
     """The record's value, or `Rejected` when its key cannot name a pool or it has no value."""
-    if pool_of(record) == UNREADABLE_KEY:
+    if record_key(record) == UNREADABLE_KEY:
         raise Rejected("bad_key", "record key is not UTF-8 text (the key names the pool)")
     if record.value is None:
         raise Rejected("empty_value", "record has no value")

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from pydantic import TypeAdapter, ValidationError
 from pyrsistent import PMap, PSet, pmap, pset
 
@@ -41,7 +42,7 @@ from streams.core.deadletter import Rejected, rejected
 from streams.core.evolve import evolve
 from streams.core.intake import error_text, readable
 from streams.core.outputs import Emit
-from streams.core.source import SourceRecord, cause_of, pool_of
+from streams.core.source import SourceRecord, cause_of, named_key, origin, record_key, redelivered
 
 SCHEDULER_EVENTS = "scheduler-events"
 JOB_EVENTS = "job-events"
@@ -303,49 +304,124 @@ def job_fixes(state: GroupState, snap: MembershipSnapshot) -> list[tuple[Any, st
 
 
 # -- the fold -------------------------------------------------------------------------------------
+def key_of(record: SourceRecord, topic: str = "") -> str:
+    """The group a record belongs to: the group its value names, else its key (SPEC §4, §7).
+
+    The value decides, so a keyless event is folded into the group it names, and a keyed one
+    whose key names another group is dead-lettered there as `group_mismatch`.
+    """
+    return named_key(record, "group") or record_key(record)
+
+
 def apply(state: GroupState, record: SourceRecord, topic: str) -> tuple[GroupState, list[Emit]]:
     """Fold one record of logical input `topic` (one of `INPUTS`) into its group's state."""
     admitted = admit(state, record)
     if admitted is None:
         return state, []
+    group = key_of(record, topic)
     try:
-        event = _parse(record, topic)
+        event, skipped = _parse(record, topic, group)
     except Rejected as rejection:
-        return reject(admitted, record, rejection, admitted=True)
-    return fold_event(admitted, event, record)
+        return reject(admitted, record, rejection, group, admitted=True)
+    return fold_event(admitted, event, record, skipped)
 
 
 def admit(state: GroupState, record: SourceRecord) -> GroupState | None:
     """The state with `record` counted as applied; None if it was (a redelivery after a crash)."""
-    if record.offset <= state.offsets.get(record.topic, -1):
+    if redelivered(state.offsets, record):
         return None
-    return state.evolve(offsets=state.offsets.set(record.topic, record.offset), applied=state.applied + 1)
+    return state.evolve(offsets=state.offsets.set(origin(record), record.offset), applied=state.applied + 1)
 
 
-def reject(state: GroupState, record: SourceRecord, rejection: Rejected,
+def reject(state: GroupState, record: SourceRecord, rejection: Rejected, group: str,
            admitted: bool = False) -> tuple[GroupState, list[Emit]]:
     if not admitted:
         state = admit(state, record) or state
-    return rejected(state, record, rejection)
+    return rejected(state, record, rejection, group)
 
 
-def _parse(record: SourceRecord, topic: str) -> Any:
+def _parse(record: SourceRecord, topic: str, group: str) -> tuple[Any, list[str]]:
+    """The event a record carries, and the bad entries of a snapshot that were left out."""
     value = readable(record)
+    if topic not in _ON_TOPIC:
+        raise Rejected("unknown_topic", f"the limits fold does not read topic {topic!r}")
+    skipped: list[str] = []
+    error: ValidationError | None = None
     try:
         event = _EVENT.validate_json(value)
     except ValidationError as e:
-        raise Rejected("bad_event", f"invalid group event: {error_text(e)}") from None
-    if topic not in _ON_TOPIC:
-        raise Rejected("unknown_topic", f"the limits fold does not read topic {topic!r}")
+        event, error = None, e
+    if error is not None or isinstance(event, MembershipSnapshot):
+        raw = _object(value)
+        if raw.get("type") != "MembershipSnapshot":
+            assert error is not None
+            raise Rejected("bad_event", f"invalid group event: {error_text(error)}")
+        event, skipped = read_snapshot(raw)
     if not isinstance(event, _ON_TOPIC[topic]):
         raise Rejected("wrong_topic", f"{event.type} does not belong on {topic!r}")
-    if record.key is not None and event.group != pool_of(record):
-        raise Rejected("group_mismatch", f"event names group {event.group!r} but its key is {pool_of(record)!r}")
-    return event
+    if event.group != group or (record.key is not None and record_key(record) != group):
+        raise Rejected("group_mismatch", f"event names group {event.group!r} but its key is {record_key(record)!r}")
+    return event, skipped
 
 
-def fold_event(state: GroupState, event: Any, record: SourceRecord) -> tuple[GroupState, list[Emit]]:
+def _object(value: bytes) -> dict[str, Any]:
+    try:
+        raw = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        raw = None
+    return raw if isinstance(raw, dict) else {}
+
+
+def read_snapshot(raw: Mapping[str, Any]) -> tuple[MembershipSnapshot, list[str]]:
+    """A snapshot from its JSON, entry by entry: a bad entry is named and left out, never the whole snapshot.
+
+    The periodic snapshot is the repair for lost watches, so one unreadable scheduler node or an
+    owner node without data must not cost the rest of it. A job whose owner is unreadable is kept
+    (it exists) without an owner. Only a snapshot without a group, a scheduler list or a job map
+    is unusable as a whole: leaving its jobs out would read as every job deleted.
+    """
+    group, schedulers, jobs, offline = (raw.get(k) for k in ("group", "schedulers", "jobs", "offline"))
+    if not (isinstance(group, str) and group and isinstance(schedulers, list) and isinstance(jobs, dict)
+            and (offline is None or isinstance(offline, list))):
+        raise Rejected("bad_event", "a MembershipSnapshot needs a group, a list of schedulers, a map of jobs to "
+                                    "owners and, optionally, an offline list")
+    skipped: list[str] = []
+    members: dict[str, SchedulerRegistered] = {}
+    for i, entry in enumerate(schedulers):
+        try:
+            member = SchedulerRegistered.model_validate({**entry, "group": group} if isinstance(entry, dict) else entry)
+        except ValidationError as e:
+            skipped.append(f"schedulers[{i}]: {error_text(e)}")
+            continue
+        if member.scheduler in members:
+            skipped.append(f"schedulers[{i}]: {member.scheduler} is listed twice; the first entry counts")
+            continue
+        members[member.scheduler] = member
+    owners: dict[str, str | None] = {}
+    for job, owner in jobs.items():
+        if not job:
+            skipped.append("jobs: a job without a name")
+            continue
+        if owner is not None and not (isinstance(owner, str) and owner):
+            skipped.append(f"jobs[{job}]: owner {owner!r} names no scheduler; the job is kept without an owner")
+            owner = None
+        owners[job] = owner
+    listed: list[str] | None = None
+    if offline is not None:
+        listed = []
+        for i, sid in enumerate(offline):
+            if isinstance(sid, str) and sid:
+                listed.append(sid)
+            else:
+                skipped.append(f"offline[{i}]: {sid!r} names no scheduler")
+    snapshot = MembershipSnapshot(group=group, schedulers=list(members.values()), jobs=owners, offline=listed)
+    return snapshot, skipped
+
+
+def fold_event(state: GroupState, event: Any, record: SourceRecord,
+               skipped: list[str] | None = None) -> tuple[GroupState, list[Emit]]:
     """Apply a parsed event (a snapshot as its corrections) and emit what changed."""
+    skipped = skipped or []
     before_ks = (state.K, state.S)
     step = _Step()
     fixes: list[dict[str, Any]] = []
@@ -356,13 +432,15 @@ def fold_event(state: GroupState, event: Any, record: SourceRecord) -> tuple[Gro
                 fixes.append({"event": fix.model_dump(mode="json"), "why": why})
         step.applied = bool(fixes)
         step.note = f"snapshot: {len(fixes)} correction(s)" if fixes else "snapshot agrees with the log"
+        if skipped:
+            step.note += f"; {len(skipped)} bad entr{'y' if len(skipped) == 1 else 'ies'} left out"
     else:
         state = _one(state, event, step)
     group = event.group
     outputs: list[Emit] = []
     state = _reindex(state, step.touched)
     state = _limits(state, group, record, before_ks, step.touched, outputs)
-    return _group_records(state, group, event.type, step, fixes, record, outputs)
+    return _group_records(state, group, event.type, step, fixes, skipped, record, outputs)
 
 
 def _changed_by_ks(state: GroupState, before: tuple[int, int]) -> Iterable[str]:
@@ -467,7 +545,7 @@ def offers(state: GroupState) -> dict[str, str]:
 
 
 def _group_records(state: GroupState, group: str, event_type: str, step: _Step, fixes: list[dict[str, Any]],
-                   record: SourceRecord, outputs: list[Emit]) -> tuple[GroupState, list[Emit]]:
+                   skipped: list[str], record: SourceRecord, outputs: list[Emit]) -> tuple[GroupState, list[Emit]]:
     offered = offers(state)
     sum_n = state.sum_N()
     capacity_ok = sum_n >= state.K
@@ -486,7 +564,8 @@ def _group_records(state: GroupState, group: str, event_type: str, step: _Step, 
     outputs.append(Emit(GROUP_HEALTH, group, {
         "type": "GroupHealth", "group": group, "event": event_type, "applied": step.applied, "note": step.note,
         "K": state.K, "S": state.S, "sum_N": sum_n, "capacity_ok": capacity_ok, "orphans": sorted(state.orphans),
-        "offers": offered, "corrections": fixes, "cause": cause_of(record, state.applied), "seq": seq}))
+        "offers": offered, "corrections": fixes, "skipped": skipped, "cause": cause_of(record, state.applied),
+        "seq": seq}))
     return state, outputs
 
 

@@ -21,7 +21,7 @@ from streams.core.deadletter import Rejected, rejected
 from streams.core.evolve import evolve
 from streams.core.intake import error_text, parse, readable
 from streams.core.outputs import Emit
-from streams.core.source import SourceRecord, cause_of, pool_of
+from streams.core.source import SourceRecord, cause_of, named_key, origin, record_key, redelivered
 
 POLICIES = "policies"
 CLUSTER_EVENTS = "cluster-events"
@@ -40,7 +40,7 @@ class PoolState:
     decider: decider.DeciderState | None = None
     justice: justice.JusticeState | None = None
     seqs: Mapping[str, int] = field(default_factory=dict)  # output stream -> last seq
-    offsets: Mapping[str, int] = field(default_factory=dict)  # input topic -> last offset applied
+    offsets: Mapping[str, int] = field(default_factory=dict)  # "topic:partition" -> last offset applied
     applied: int = 0  # inputs applied so far: the next one's `cause.position` is this + 1
 
     def next_seq(self, stream: str) -> tuple[PoolState, int]:
@@ -50,10 +50,20 @@ class PoolState:
 
 def admit(state: PoolState, record: SourceRecord) -> PoolState | None:
     """The state with `record` counted as applied; None if it was (a redelivery after a crash)."""
-    if record.offset <= state.offsets.get(record.topic, -1):
+    if redelivered(state.offsets, record):
         return None
-    return PoolState(state.decider, state.justice, state.seqs, {**state.offsets, record.topic: record.offset},
+    return PoolState(state.decider, state.justice, state.seqs, {**state.offsets, origin(record): record.offset},
                      state.applied + 1)
+
+
+def key_of(record: SourceRecord, topic: str) -> str:
+    """The pool a record of logical input `topic` belongs to: the pool a cluster event names, else its key.
+
+    Whatever partition the record arrived on, it is folded into this pool's one state.
+    """
+    if topic == CLUSTER_EVENTS:
+        return named_key(record, "pool") or record_key(record)
+    return record_key(record)
 
 
 def apply(state: PoolState, record: SourceRecord, topic: str) -> tuple[PoolState, list[Emit]]:
@@ -62,7 +72,7 @@ def apply(state: PoolState, record: SourceRecord, topic: str) -> tuple[PoolState
     if admitted is None:
         return state, []
     state = admitted
-    pool = pool_of(record)
+    pool = key_of(record, topic)
     try:
         if topic == POLICIES:
             return _policy(state, record, pool)
@@ -74,15 +84,15 @@ def apply(state: PoolState, record: SourceRecord, topic: str) -> tuple[PoolState
             return _justice_metric(state, record, pool)
         raise Rejected("unknown_topic", f"tribunal does not read topic {topic!r}")
     except Rejected as rejection:
-        return reject(state, record, rejection, admitted=True)
+        return reject(state, record, rejection, pool, admitted=True)
 
 
-def reject(state: PoolState, record: SourceRecord, rejection: Rejected,
+def reject(state: PoolState, record: SourceRecord, rejection: Rejected, pool: str,
            admitted: bool = False) -> tuple[PoolState, list[Emit]]:
     """The dead letter for `record`, numbered per pool and source topic (counting it as applied)."""
     if not admitted:
         state = admit(state, record) or state
-    return rejected(state, record, rejection)
+    return rejected(state, record, rejection, pool)
 
 
 def _load(adapter: TypeAdapter[Any], record: SourceRecord, what: str) -> object:
@@ -110,8 +120,8 @@ def _policy(state: PoolState, record: SourceRecord, pool: str) -> tuple[PoolStat
 def _cluster(state: PoolState, record: SourceRecord, pool: str) -> tuple[PoolState, list[Emit]]:
     event = _load(_CLUSTER, record, "event")
     assert isinstance(event, PoolCapacitySet | InstancesObserved)
-    if event.pool is not None and event.pool != pool:
-        raise Rejected("pool_mismatch", f"event names pool {event.pool!r} but its key is {pool!r}")
+    if event.pool is not None and (event.pool != pool or (record.key is not None and record_key(record) != pool)):
+        raise Rejected("pool_mismatch", f"event names pool {event.pool!r} but its key is {record_key(record)!r}")
     current = _decider_of(state, pool)
     if isinstance(event, PoolCapacitySet):
         new, verdict = decider.set_capacity(current, event.capacity)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from schemas.common import Cause
 
@@ -31,11 +34,44 @@ def cause_of(record: SourceRecord, position: int) -> dict[str, Any]:
             "timestamp": record.timestamp, "position": position}
 
 
-def pool_of(record: SourceRecord) -> str:
-    """The pool a record belongs to: its key, or `default` when it has none (SPEC §1)."""
+def record_key(record: SourceRecord) -> str:
+    """What the record's own key says: its text, or `default` when it has none (SPEC §1).
+
+    A fold's `key_of` may let the value decide instead (limits events name their group).
+    """
     if not record.key:
         return DEFAULT_POOL
     try:
         return record.key.decode("utf-8")
     except UnicodeDecodeError:
         return UNREADABLE_KEY
+
+
+def named_key(record: SourceRecord, field: str) -> str | None:
+    """The key a JSON object value names in `field`, if it is readable and names one.
+
+    Cheap on purpose (one orjson parse, no validation): it only chooses where a record is folded;
+    the fold validates the record there and dead-letters it with the reason if it is bad.
+    """
+    if not record.value:
+        return None
+    try:
+        value = orjson.loads(record.value)
+    except orjson.JSONDecodeError:
+        return None
+    named = value.get(field) if isinstance(value, dict) else None
+    return named if isinstance(named, str) and named else None
+
+
+def origin(record: SourceRecord) -> str:
+    """Where a record came from, as redelivery is recognised: its (topic, partition), never its topic alone.
+
+    A key's records can arrive on several partitions of one topic (keyless or foreign-partitioned
+    producers, forwarded to the key's partition), and offsets only rise within a partition.
+    """
+    return f"{record.topic}:{record.partition}"
+
+
+def redelivered(offsets: Mapping[str, int], record: SourceRecord) -> bool:
+    """Whether `record` was applied already: its origin's last applied offset is at or past it."""
+    return record.offset <= offsets.get(origin(record), -1)

@@ -96,6 +96,14 @@ class Bridge:
         except NoNodeError:
             return None
 
+    def _owner(self, zk: Any, group: str, job: str) -> str | None:
+        """The scheduler id an owner node holds; None (never "") when the node is gone or says no id."""
+        raw = self._read(zk, self.layout.node(group, "owners", job))
+        owner = raw.decode("utf-8", "replace").strip() if raw is not None else None
+        if raw is not None and not owner:
+            log.warning("%s: the owner node of job %s holds no scheduler id; published as unowned", group, job)
+        return owner or None
+
     def _children(self, zk: Any, path: str) -> list[str]:
         from kazoo.exceptions import NoNodeError
 
@@ -114,9 +122,9 @@ class Bridge:
                 schedulers[sid] = scheduler_data(sid, group, raw)
         owners = {}
         for job in self._children(zk, lay.dir(group, "owners")):
-            raw = self._read(zk, lay.node(group, "owners", job))
-            if raw is not None:
-                owners[job] = raw.decode()
+            owner = self._owner(zk, group, job)
+            if owner is not None:
+                owners[job] = owner
         jobs = set(self._children(zk, lay.dir(group, "jobs")))
         offline = set(self._children(zk, lay.dir(group, "offline")))
         with self.lock:
@@ -186,10 +194,10 @@ class Bridge:
             for job in gone:
                 self._job_event(group, "JobReleased", job, view.owners.pop(job))
             for job in new:
-                raw = self._read(zk, lay.node(group, "owners", job))
-                if raw is not None:
-                    view.owners[job] = raw.decode()
-                    self._job_event(group, "JobAcquired", job, view.owners[job])
+                owner = self._owner(zk, group, job)
+                if owner is not None:
+                    view.owners[job] = owner
+                    self._job_event(group, "JobAcquired", job, owner)
 
         with self.lock:
             self._publish(SCHEDULER_EVENTS, group, self.snapshot(zk, group), droppable=False)

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from streams.audit.kafka_log import Bound, replay_log, within
 from streams.audit.order import Coordinates, applied_order, chains_from, coordinates, log_order
 from streams.core import pool
-from streams.core.source import SourceRecord, pool_of
+from streams.core.folds import scope
+from streams.core.source import SourceRecord
 from streams.errors import ConfigError
 from streams.io import envelope
 from streams.replay import Replayer
@@ -23,13 +24,17 @@ from tests.core.test_justice import justice_policy
 TOPICS = [*pool.INPUTS]
 
 
-def inputs_for(rng: random.Random, count: int) -> list[SourceRecord]:
-    """Records of two pools over the four input topics, each partition in offset order."""
+def inputs_for(rng: random.Random, count: int, spread: bool = False) -> list[SourceRecord]:
+    """Records of two pools over the four input topics, each partition in offset order.
+
+    With `spread`, any pool's records land on any of three partitions, and some have no key (pool
+    `default`): what keyless or foreign-partitioned producers write.
+    """
     offsets: dict[tuple[str, int], int] = {}
     out = []
     for _ in range(count):
-        pool_id = rng.choice(["p1", "p2"])
-        partition = 0 if pool_id == "p1" else 1
+        pool_id = rng.choice(["p1", "p2", "default"] if spread else ["p1", "p2"])
+        partition = rng.randrange(3) if spread else 0 if pool_id == "p1" else 1
         kind = rng.random()
         if kind < 0.1:
             topic, value = pool.POLICIES, json.dumps(rng.choice([seed_policy(), justice_policy()])).encode()
@@ -43,8 +48,15 @@ def inputs_for(rng: random.Random, count: int) -> list[SourceRecord]:
             topic, value = pool.PLUGIN_JUSTICE, envelope("ats", rng.randrange(101), pool.PLUGIN_JUSTICE)
         offset = offsets.get((topic, partition), 0)
         offsets[(topic, partition)] = offset + 1
-        out.append(SourceRecord(topic, partition, offset, 1_000 + rng.randrange(50), pool_id.encode(), value))
+        key = None if pool_id == "default" and rng.random() < 0.7 else pool_id.encode()
+        out.append(SourceRecord(topic, partition, offset, 1_000 + rng.randrange(50), key, value))
     return out
+
+
+def scope_of(record: SourceRecord) -> tuple[str, str]:
+    found = scope(record)
+    assert found is not None
+    return found
 
 
 def worker(records: list[SourceRecord]) -> dict[tuple[str, str], list[bytes]]:
@@ -58,7 +70,7 @@ def worker(records: list[SourceRecord]) -> dict[tuple[str, str], list[bytes]]:
 
 
 def chains(streams: dict[tuple[str, str], list[bytes]], inputs: list[SourceRecord]) -> list[list[Coordinates]]:
-    return chains_from(list(streams.values()), inputs, pool_of)
+    return chains_from(list(streams.values()), inputs, scope_of)
 
 
 @settings(max_examples=60, deadline=None)
@@ -82,6 +94,46 @@ def test_applied_order_reproduces_what_any_arrival_order_recorded(seed: int, cou
     ordered = applied_order(shuffled, chains(recorded, records), TOPICS)
     assert sorted(map(coordinates, ordered)) == sorted(map(coordinates, records))
     assert worker(ordered) == recorded
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**32), st.integers(1, 120))
+def test_applied_order_reproduces_a_worker_that_forwarded_records_to_their_keys_partition(seed: int,
+                                                                                          count: int) -> None:
+    """Keys spread over partitions: the worker keeps only each (partition, key) in offset order."""
+    rng = random.Random(seed)
+    records = inputs_for(rng, count, spread=True)
+    queues: dict[tuple[str, int, tuple[str, str]], list[SourceRecord]] = {}
+    for r in records:
+        queues.setdefault((r.topic, r.partition, scope_of(r)), []).append(r)
+    arrival = []
+    while queues:
+        k = rng.choice(sorted(queues))
+        arrival.append(queues[k].pop(0))
+        if not queues[k]:
+            del queues[k]
+    recorded = worker(arrival)
+    shuffled = records[:]
+    rng.shuffle(shuffled)
+    ordered = applied_order(shuffled, chains(recorded, records), TOPICS, scope_of)
+    assert sorted(map(coordinates, ordered)) == sorted(map(coordinates, records))
+    assert worker(ordered) == recorded
+
+
+def test_forwarding_can_cross_two_keys_over_two_partitions() -> None:
+    """The worker applied B@p, then A@q, then the forwards A@p and B@q: partition order alone is a cycle."""
+    def metric(partition: int, offset: int, pool_id: str) -> SourceRecord:
+        return SourceRecord(pool.PLUGIN_DECIDER, partition, offset, 1_000, pool_id.encode(),
+                            envelope("ats", 40 + offset, pool.PLUGIN_DECIDER))
+
+    policies = [SourceRecord(pool.POLICIES, 0, i, 1, k.encode(), json.dumps(seed_policy()).encode())
+                for i, k in enumerate(["A", "B"])]
+    a_fwd, b_home, b_fwd, a_home = metric(0, 0, "A"), metric(0, 1, "B"), metric(1, 0, "B"), metric(1, 1, "A")
+    arrival = [*policies, b_home, a_home, a_fwd, b_fwd]
+    recorded = worker(arrival)
+    records = [*policies, a_fwd, b_home, b_fwd, a_home]
+    assert worker(applied_order(records, chains(recorded, records), TOPICS, scope_of)) == recorded
+    assert worker(applied_order(records, chains(recorded, records), TOPICS)) != recorded
 
 
 def as_records(streams: dict[tuple[str, str], list[bytes]]) -> dict[tuple[str, str], list[SourceRecord]]:

@@ -213,3 +213,38 @@ def test_redelivered_record_yields_nothing_and_dump_load_round_trips() -> None:
     log.offsets[limits.JOB_EVENTS] -= 1  # the same offset again
     assert log.send("JobDeleted", job="j000") == []
     assert log.state == record_state
+
+
+def test_a_snapshot_with_an_empty_owner_still_applies() -> None:
+    """The bridge published `""` for an owner node without data: the fold raised, and the snapshot was lost."""
+    log = GroupLog()
+    log.register("A")
+    [health] = of(log.send("MembershipSnapshot", schedulers=[], jobs={"j1": ""}), limits.GROUP_HEALTH)
+    assert [c["event"]["type"] for c in health["corrections"]] == ["SchedulerLost", "JobCreated"]
+    assert health["orphans"] == ["j1"] and health["K"] == 1 and health["S"] == 0
+    [skipped] = health["skipped"]
+    assert "j1" in skipped and "kept without an owner" in skipped
+    assert "1 bad entry left out" in health["note"]
+    GroupHealth.model_validate(health)
+
+
+def test_a_snapshot_leaves_out_only_its_bad_entries() -> None:
+    log = GroupLog()
+    good = {"type": "SchedulerRegistered", "group": "g", "scheduler": "B", "address": "B:7000"}
+    out = log.send("MembershipSnapshot", schedulers=[good, {"scheduler": "", "address": 5}, "C", good],
+                   jobs={"j1": "B", "j2": None, "j3": 7}, offline=["", "B", None])
+    [health] = of(out, limits.GROUP_HEALTH)
+    assert health["S"] == 1 and health["K"] == 3 and health["orphans"] == ["j2", "j3"]
+    assert log.state.offline == {"B"} and log.state.owners["j1"] == "B"
+    assert [s.split(":")[0] for s in health["skipped"]] == \
+        ["schedulers[1]", "schedulers[2]", "schedulers[3]", "jobs[j3]", "offline[0]", "offline[2]"]
+
+
+def test_a_snapshot_without_a_job_map_is_dead_lettered_whole() -> None:
+    """Leaving out the jobs would read as every job deleted, so such a snapshot is not applied at all."""
+    log = GroupLog()
+    log.jobs(2)
+    [dead] = log.raw(limits.SCHEDULER_EVENTS, json.dumps({"type": "MembershipSnapshot", "group": "g",
+                                                          "schedulers": []}).encode())
+    assert dead.stream == DLQ and json.loads(dead.value_bytes())["reason_code"] == "bad_event"
+    assert log.state.K == 2
