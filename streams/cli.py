@@ -417,6 +417,41 @@ FromBound = Annotated[str | None, typer.Option("--from", help="First record: an 
 ToBound = Annotated[str | None, typer.Option("--to", help="Stop before this offset or time")]
 
 
+dlq_cli = typer.Typer(no_args_is_help=True, help="Dead letters: produce them again once their cause is fixed.")
+cli.add_typer(dlq_cli, name="dlq")
+
+
+@dlq_cli.command("redrive")
+def dlq_redrive(topic: Annotated[str, typer.Option(help="Dead-letter topic, without the prefix, e.g. "
+                                                   "plugin_decider.dlq")],
+                reason: Annotated[str | None, typer.Option(help="Only dead letters with this reason_code")] = None,
+                start: FromBound = None, end: ToBound = None, bootstrap: Bootstrap = None,
+                topic_prefix: Prefix = None) -> None:
+    """Produce dead letters' original key and bytes again to their topic, each exactly once.
+
+    `--from`/`--to` pick dead letters by their offset on the dead-letter topic or their time. A
+    dead letter redriven before (by any earlier run) is skipped, so running this twice decides
+    nothing twice.
+    """
+    import asyncio
+
+    from streams.audit.kafka_log import Bound
+    from streams.audit.progress import LazyProgress
+    from streams.dlq import redrive
+
+    settings = _settings(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
+    with LazyProgress("redriving") as bar:
+        summary = asyncio.run(redrive(settings, settings.topic(topic), reason, Bound.parse(start), Bound.parse(end),
+                                      bar.advance))
+    typer.echo(f"{'reason':<20} {'redriven':>8} {'before':>8} {'filtered':>8}")
+    for code, redriven, already, filtered in summary.rows():
+        typer.echo(f"{code:<20} {redriven:>8} {already:>8} {filtered:>8}")
+    if summary.unreadable:
+        typer.echo(f"{summary.unreadable} record(s) on the topic are not dead letters; left alone")
+    typer.echo(f"redriven {sum(summary.redriven.values())}, redriven before {sum(summary.already.values())}, "
+               f"left by the filters {sum(summary.filtered.values())}")
+
+
 @cli.command("export")
 def export(topics: Annotated[str, typer.Option(help="Comma-separated topics, without the prefix")],
            output_file: Annotated[Path, typer.Option("--output", "-o", help="Replay file, JSON lines ('-': stdout)")],

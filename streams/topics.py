@@ -6,6 +6,8 @@ Faust subscribes only to topics that exist when a worker starts (a missing sourc
 (one partition count, key = pool or group); outputs get the same count so a key's decisions stay
 in one partition, in order. `policies` is compacted (its latest record per pool is the pool's
 policy), and so is `rejection-limits` (its latest record per scheduler is the scheduler's limit).
+Each fold also has an internal `<fold>.repartition` topic, read beside its inputs, that carries
+records to their key's partition (`streams.agents.routing`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from streams.core.deadletter import dlq_topic
 from streams.core.folds import FOLDS
 from streams.errors import TribunalError
 from streams.settings import Settings
+
+REDRIVES = "dlq-redrives"  # which dead letters `tribunal dlq redrive` produced again (streams.dlq)
 
 
 @dataclass(frozen=True)
@@ -34,7 +38,7 @@ def catalogue(settings: Settings) -> list[TopicSpec]:
     internal = [TopicSpec(settings.topic(f.repartition)) for f in FOLDS]
     dead = [TopicSpec(dlq_topic(settings.topic(t))) for f in FOLDS for t in (*f.inputs, f.repartition)]
     outputs = [TopicSpec(settings.topic(t), compacted=t in f.compacted) for f in FOLDS for t in f.outputs]
-    return [*inputs, *internal, *outputs, *dead]
+    return [*inputs, *internal, *outputs, *dead, TopicSpec(settings.topic(REDRIVES), compacted=True)]
 
 
 def input_topics(settings: Settings) -> set[str]:

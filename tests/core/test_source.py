@@ -118,7 +118,7 @@ def _mixed_log(rng: random.Random, count: int) -> list[SourceRecord]:
         partition = rng.randrange(4)
         offset = offsets[(topic, partition)]
         offsets[(topic, partition)] += rng.randrange(1, 3)  # holes, as compaction and markers leave
-        keyless = key == "default" or rng.random() < 0.3 and topic in limits.INPUTS
+        keyless = key == "default" or (rng.random() < 0.3 and topic in limits.INPUTS)
         records.append(SourceRecord(topic, partition, offset, i, None if keyless else key.encode(), value))
     return records
 
