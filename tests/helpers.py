@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -107,11 +108,15 @@ class Worker(Service):
     args = ("worker",)
 
 
+Partitioner = Callable[[bytes | None], int | None]
+
+
 async def produce_all(bootstrap: str, records: list[tuple[str, bytes | None, bytes | None]],
-                      rate: float | None = None) -> list[tuple[int, int]]:
+                      rate: float | None = None, partitioner: Partitioner | None = None) -> list[tuple[int, int]]:
     """Produce (topic, key, value) records in order, idempotently; at most `rate` per second if given.
 
-    Returns each record's (partition, offset).
+    `partitioner(key)` picks each record's partition (None: Kafka's default, murmur2). Returns
+    each record's (partition, offset).
     """
     from aiokafka import AIOKafkaProducer
 
@@ -121,7 +126,8 @@ async def produce_all(bootstrap: str, records: list[tuple[str, bytes | None, byt
         started = asyncio.get_running_loop().time()
         futures = []
         for i, (topic, key, value) in enumerate(records):
-            futures.append(await producer.send(topic, value, key=key))
+            partition = partitioner(key) if partitioner is not None else None
+            futures.append(await producer.send(topic, value, key=key, partition=partition))
             if rate:
                 ahead = started + i / rate - asyncio.get_running_loop().time()
                 if ahead > 0:
@@ -156,11 +162,12 @@ def kill_repeatedly(worker: Worker, busy: threading.Thread, rng: random.Random, 
 
 
 def produce_while_killing(bootstrap: str, records: list[tuple[str, bytes | None, bytes | None]], rate: float,
-                          worker: Worker, rng: random.Random, at_least: int,
-                          longest: float) -> tuple[list[tuple[int, int]], int]:
+                          worker: Worker, rng: random.Random, at_least: int, longest: float,
+                          partitioner: Partitioner | None = None) -> tuple[list[tuple[int, int]], int]:
     """Produce `records` at `rate` while SIGKILLing the worker; (each record's partition and offset, kills)."""
     produced: list[tuple[int, int]] = []
-    producer = threading.Thread(target=lambda: produced.extend(asyncio.run(produce_all(bootstrap, records, rate))))
+    producer = threading.Thread(target=lambda: produced.extend(asyncio.run(
+        produce_all(bootstrap, records, rate, partitioner))))
     producer.start()
     kills = kill_repeatedly(worker, producer, rng, at_least, longest)
     producer.join()

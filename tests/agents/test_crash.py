@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from streams.agents.routing import partition_for
 from streams.io import envelope
 from streams.replay import export_row
 from tests.core.builders import app
@@ -24,12 +25,19 @@ from tests.helpers import Worker, produce_all, produce_while_killing, read_commi
 pytestmark = pytest.mark.integration
 
 POOLS, RECORDS, KILLS = 20, 20_000, 3
+PARTITIONS = 4  # conftest's worker_env
 
 
 def pool_policy(i: int) -> dict[str, Any]:
     apps = [app("ats", 1, 2), app("hadoop", 2, 2), app("redis", 3, 1), app("spark", 5, 0)]
     return {"kind": "decider", "version": f"crash-{i}", "capacity": 24,
             "initial": {"ats": 5, "hadoop": 5, "redis": 4, "spark": 4}, "apps": apps}
+
+
+def wrong_partition(key: bytes | None) -> int:
+    """A partition other than the key's: every record must be forwarded before it is folded."""
+    assert key is not None
+    return (partition_for(key.decode(), PARTITIONS) + 1 + key[-1] % (PARTITIONS - 1)) % PARTITIONS
 
 
 def test_sigkill_loses_and_duplicates_no_decision(kafka: str, unique: str, worker: Worker, worker_env: dict[str, str],
@@ -80,5 +88,40 @@ def test_sigkill_loses_and_duplicates_no_decision(kafka: str, unique: str, worke
     assert sorted(derived, key=key) == sorted(got, key=key), context
 
     # And the audit's own check, straight from the topics: every recorded output re-derived.
+    verified = tribunal("replay", "--from-kafka", "--verify", env=worker_env)
+    assert f"verified: {expected} output records of {expected} input records agree" in verified.stdout, context
+
+
+def test_sigkill_while_records_are_forwarded_loses_and_duplicates_nothing(kafka: str, unique: str, worker: Worker,
+                                                                        worker_env: dict[str, str]) -> None:
+    """Every metric on a wrong partition: forwarded in one transaction with its offset, folded from the
+    repartition topic in another; SIGKILLs may fall between the two."""
+    seed = random.randrange(1 << 30)
+    rng = random.Random(seed)
+    p = f"{unique}."
+    records = 6_000
+    asyncio.run(produce_all(kafka, [(p + "policies", f"pool-{i:02d}".encode(), json.dumps(pool_policy(i)).encode())
+                                    for i in range(POOLS)]))
+    metrics = [(p + "plugin_decider", f"pool-{rng.randrange(POOLS):02d}".encode(),
+                envelope(rng.choice(["ats", "hadoop", "redis", "spark"]), rng.randrange(101), "plugin_decider"))
+               for _ in range(records)]
+    produced, kills = produce_while_killing(kafka, metrics, 400, worker, rng, KILLS, longest=4.0,
+                                            partitioner=wrong_partition)  # ~15 s
+    assert all(part == wrong_partition(key) for (part, _), (_, key, _) in zip(produced, metrics, strict=True))
+
+    expected = POOLS + records
+    got = [json.loads(r.value) for r in asyncio.run(
+        read_committed(kafka, p + "scaling-decisions", expected, timeout=300))]
+    context = f"seed {seed}, {kills} kills; worker log tail:\n{worker.log()[-3000:]}"
+    causes = Counter((d["cause"]["topic"], d["cause"]["partition"], d["cause"]["offset"]) for d in got)
+    assert max(causes.values()) == 1, context
+    missing = sorted({(p + "plugin_decider", part, off) for part, off in produced} - set(causes))
+    assert not missing, f"{len(missing)} inputs undecided, e.g. {missing[:5]}; {len(got)} decisions; {context}"
+    assert len(got) == expected, context
+    by_pool: dict[str, list[int]] = {}
+    for d in got:
+        by_pool.setdefault(d["pool"], []).append(d["seq"])
+    assert all(seqs == list(range(1, len(seqs) + 1)) for seqs in by_pool.values()), context
+
     verified = tribunal("replay", "--from-kafka", "--verify", env=worker_env)
     assert f"verified: {expected} output records of {expected} input records agree" in verified.stdout, context
