@@ -6,6 +6,8 @@ Both run in this one process's view of one broker (a fresh local stack, free por
 Throughput: a backlog of --records metric envelopes over 20 pools, timed from the first record
 produced to the last output visible to a read_committed consumer. Latency: --rate records/s for
 --seconds; for each output, visible-at minus the input's producer timestamp; p50 / p99.
+Misrouted: the same backlog with every record produced to a partition other than its key's, so
+each is forwarded through the repartition topic before it is folded (the cost of the extra hop).
 Run: `.venv/bin/python bench/e2e.py`.
 """
 
@@ -27,6 +29,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from machine import describe  # type: ignore[import-not-found]
 
+from streams.agents.routing import partition_for
 from streams.infra import Cluster, Topology
 from streams.infra.cluster import free_ports
 from streams.io import envelope
@@ -47,14 +50,20 @@ def metrics(n: int, seed: int) -> list[tuple[bytes, bytes]]:
              envelope(rng.choice(["ats", "hadoop", "redis"]), rng.randrange(101), "plugin_decider")) for _ in range(n)]
 
 
-async def produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]], rate: float | None = None) -> None:
+def misrouted(key: bytes) -> int:
+    """A partition other than the key's (of 4)."""
+    return (partition_for(key.decode(), 4) + 1) % 4
+
+
+async def produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]], rate: float | None = None,
+                  wrong: bool = False) -> None:
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=1)
     await producer.start()
     try:
         start = time.monotonic()
         pending = []
         for i, (key, value) in enumerate(records):
-            pending.append(await producer.send(topic, value, key=key))
+            pending.append(await producer.send(topic, value, key=key, partition=misrouted(key) if wrong else None))
             if rate:
                 ahead = start + i / rate - time.monotonic()
                 if ahead > 0:
@@ -135,10 +144,11 @@ async def run_baseline(bootstrap: str, records: int, rate: float, seconds: float
 
 
 async def run_tribunal(bootstrap: str, records: int, rate: float, seconds: float,
-                       home: Path) -> tuple[float, float, float]:
+                       home: Path) -> tuple[float, float, float, float]:
     [port] = free_ports(1)
     results = []
-    for phase, (n, r) in enumerate(((records, None), (int(rate * seconds), rate))):
+    for phase, (n, r, wrong) in enumerate(((records, None, False), (int(rate * seconds), rate, False),
+                                           (records, None, True))):
         prefix = f"bench{phase}."
         env = {**os.environ, "KAFKA_BOOTSTRAP": bootstrap, "TRIBUNAL_TOPIC_PREFIX": prefix,
                "TRIBUNAL_APP_ID": f"bench{phase}", "TRIBUNAL_DATA_DIR": str(home / f"w{phase}"),
@@ -151,14 +161,15 @@ async def run_tribunal(bootstrap: str, records: int, rate: float, seconds: float
                           [(f"pool-{i:02d}".encode(), json.dumps(POLICY).encode()) for i in range(POOLS)])
             await collect(bootstrap, prefix + "scaling-decisions", POOLS, 120)
             started = time.monotonic()
-            _, seen = await asyncio.gather(produce(bootstrap, prefix + "plugin_decider", metrics(n, phase + 1), r),
+            _, seen = await asyncio.gather(produce(bootstrap, prefix + "plugin_decider", metrics(n, phase + 1), r,
+                                                   wrong),
                                            collect(bootstrap, prefix + "scaling-decisions", n + POOLS, 600))
             seen = [s for s in seen if json.loads(s[1])["cause"]["topic"].endswith("plugin_decider")]
             results.append((n / (time.monotonic() - started), seen))
         finally:
             worker.terminate()
             worker.wait(60)
-    return (results[0][0], *latencies(results[1][1]))
+    return (results[0][0], *latencies(results[1][1]), results[2][0])
 
 
 def main() -> None:
@@ -182,7 +193,10 @@ def main() -> None:
     print(f"{'':<22} {'records/s':>10} {'p50 ms':>8} {'p99 ms':>8}")
     print(f"{'aiokafka loop':<22} {base[0]:>10,.0f} {base[1]:>8.1f} {base[2]:>8.1f}")
     print(f"{'tribunal worker (EOS)':<22} {ours[0]:>10,.0f} {ours[1]:>8.1f} {ours[2]:>8.1f}")
-    print(f"throughput ratio tribunal/baseline: {ours[0] / base[0]:.2f}")
+    print(f"{'tribunal, misrouted':<22} {ours[3]:>10,.0f} {'':>8} {'':>8}  (every record forwarded to its key's "
+          "partition first)")
+    print(f"throughput ratio tribunal/baseline: {ours[0] / base[0]:.2f}; misrouted/baseline: {ours[3] / base[0]:.2f}; "
+          f"misrouted/keyed: {ours[3] / ours[0]:.2f}")
 
 
 if __name__ == "__main__":

@@ -105,7 +105,7 @@ def create_app(settings: Settings) -> faust.App:
     async def report_progress() -> None:
         progress.report()
 
-    watchdog = Watchdog(app, settings.kafka_bootstrap, inputs, settings.stall_timeout)
+    watchdog = Watchdog(app, settings.kafka_bootstrap, inputs, settings.stall_timeout, continuity.first_offset_from)
 
     @app.timer(5.0)
     async def watch_for_stalls() -> None:

@@ -27,6 +27,7 @@ worker in place.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
@@ -47,6 +48,7 @@ class Continuity:
     _rewinding: dict[tuple[str, int], int] = field(default_factory=dict)  # partition -> offset awaited
     _generation: int | None = None
     _installed: bool = False
+    _asking: asyncio.Lock = field(default_factory=asyncio.Lock)
     sideband: Sideband = field(init=False)
 
     def __post_init__(self) -> None:
@@ -78,13 +80,19 @@ class Continuity:
         if self._next.get(key) == message.offset + 1:
             self._done[key] = message.offset + 1
 
-    async def _first_offset_from(self, topic: str, partition: int, start: int, before: int) -> int | None:
+    async def first_offset_from(self, topic: str, partition: int, start: int, before: int) -> int | None:
         """The offset of the first record Kafka holds in [start, before), or None if it holds none there.
 
         An empty fetch proves nothing (a fresh consumer on a loaded broker can time out), so this
         reads until a record comes or the side consumer's position has passed `before`; after a
-        minute of neither it restarts the worker rather than guess.
+        minute of neither it restarts the worker rather than guess. One question at a time: every
+        fold's agent and the stall watchdog ask through the one side consumer, which each question
+        re-assigns.
         """
+        async with self._asking:
+            return await self._first_offset_from(topic, partition, start, before)
+
+    async def _first_offset_from(self, topic: str, partition: int, start: int, before: int) -> int | None:
         from aiokafka import TopicPartition
 
         consumer, _ = await self.sideband.clients()
@@ -135,7 +143,7 @@ class Continuity:
             self._drop(message)  # folded already in this assignment: a refetch
             return False
         if offset > expected:
-            first = await self._first_offset_from(topic, partition, expected, offset)
+            first = await self.first_offset_from(topic, partition, expected, offset)
             if first is not None:
                 log.warning("%s[%d]: handed offset %d while %d is next: Faust skipped records; re-fetching from %d",
                             topic, partition, offset, first, first)

@@ -9,7 +9,11 @@ So every few seconds the watchdog compares, for each input partition this worker
 group's committed offset with the partition's end offset. When a partition has records waiting
 and its committed offset has not moved for `stall_timeout` seconds of normal running (recovery
 and rebalances do not count), the worker logs why and re-executes itself (`os.execv`): same pid,
-same arguments, a fresh Faust. Exactly-once makes that as safe as any crash.
+same arguments, a fresh Faust. Exactly-once makes that as safe as any crash. "Records waiting"
+is asked of Kafka before a restart: what lies past the committed offset may be only transaction
+markers (every forward to a repartition topic is written in a transaction, and so is every
+redriven dead letter), which no consumer is ever handed, and a quiet partition must not cost a
+restart every `stall_timeout`.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +37,7 @@ class Watchdog:
     bootstrap: str
     inputs: set[str]
     stall_timeout: float
+    first_offset_from: Callable[[str, int, int, int], Awaitable[int | None]]  # the first record in [start, end)
     _seen: dict[Any, tuple[int, float]] = field(default_factory=dict)  # tp -> (committed, since)
     sideband: Sideband = field(init=False)
 
@@ -58,6 +64,9 @@ class Watchdog:
             if previous is None or previous[0] != done or ends[tp] <= done:
                 self._seen[tp] = (done, now)
             elif now - previous[1] >= self.stall_timeout:
+                if await self.first_offset_from(tp.topic, tp.partition, done, ends[tp]) is None:
+                    self._seen[tp] = (done, now)  # only transaction markers past the committed offset
+                    continue
                 log.error("input partition %s[%d] has %d records waiting and its committed offset has stayed at %d "
                           "for %.0fs: restarting the worker in place", tp.topic, tp.partition, ends[tp] - done,
                           done, now - previous[1])
