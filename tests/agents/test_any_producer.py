@@ -153,3 +153,25 @@ def test_dead_letters_redriven_once_their_cause_is_fixed_are_decided_once(kafka:
 
     verified = tribunal("replay", "--from-kafka", "--verify", env=worker_env)
     assert "verified: 8 output records of 8 input records agree" in verified.stdout, verified.stdout
+
+
+def test_a_quiet_worker_is_not_restarted_for_the_markers_forwarding_leaves(kafka: str, unique: str,
+                                                                          worker_env: dict[str, str],
+                                                                          tmp_path: Path) -> None:
+    """Forwards are transactional: a commit marker follows the last one, and the stall watchdog took
+    it for a record waiting, restarting an idle worker every STALL_TIMEOUT."""
+    env = {**worker_env, "TRIBUNAL_STALL_TIMEOUT": "2"}
+    tribunal("topics", "create", env=env)
+    worker = Worker(env, tmp_path / "worker.log")
+    worker.start()
+    try:
+        p = f"{unique}."
+        wrong = (partition_for("q", PARTITIONS) + 1) % PARTITIONS
+        asyncio.run(produce_all(kafka, [(p + "policies", b"q", json.dumps(seed_policy()).encode())]))
+        asyncio.run(produce_all(kafka, [(p + "plugin_decider", b"q", envelope("ats", v, "plugin_decider"))
+                                        for v in (55, 75)], partitioner=lambda key: wrong))
+        assert len(committed(kafka, p + "scaling-decisions", 3)) == 3, worker.log()[-3000:]
+        time.sleep(13)  # two watchdog rounds (every 5 s) past the stall timeout
+        assert "restarting the worker in place" not in worker.log(), worker.log()[-3000:]
+    finally:
+        worker.stop()
