@@ -42,7 +42,7 @@ from streams.core.deadletter import Rejected, rejected
 from streams.core.evolve import evolve
 from streams.core.intake import error_text, readable
 from streams.core.outputs import Emit
-from streams.core.source import SourceRecord, cause_of, named_key, origin, record_key, redelivered
+from streams.core.source import SourceRecord, cause_of, named_key, origin, record_key
 
 SCHEDULER_EVENTS = "scheduler-events"
 JOB_EVENTS = "job-events"
@@ -328,9 +328,10 @@ def apply(state: GroupState, record: SourceRecord, topic: str) -> tuple[GroupSta
 
 def admit(state: GroupState, record: SourceRecord) -> GroupState | None:
     """The state with `record` counted as applied; None if it was (a redelivery after a crash)."""
-    if redelivered(state.offsets, record):
+    where = origin(record)
+    if record.offset <= state.offsets.get(where, -1):
         return None
-    return state.evolve(offsets=state.offsets.set(origin(record), record.offset), applied=state.applied + 1)
+    return state.evolve(offsets=state.offsets.set(where, record.offset), applied=state.applied + 1)
 
 
 def reject(state: GroupState, record: SourceRecord, rejection: Rejected, group: str,

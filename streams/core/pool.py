@@ -21,7 +21,7 @@ from streams.core.deadletter import Rejected, rejected
 from streams.core.evolve import evolve
 from streams.core.intake import error_text, parse, readable
 from streams.core.outputs import Emit
-from streams.core.source import SourceRecord, cause_of, named_key, origin, record_key, redelivered
+from streams.core.source import SourceRecord, cause_of, named_key, origin, record_key
 
 POLICIES = "policies"
 CLUSTER_EVENTS = "cluster-events"
@@ -50,9 +50,10 @@ class PoolState:
 
 def admit(state: PoolState, record: SourceRecord) -> PoolState | None:
     """The state with `record` counted as applied; None if it was (a redelivery after a crash)."""
-    if redelivered(state.offsets, record):
+    where = origin(record)
+    if record.offset <= state.offsets.get(where, -1):
         return None
-    return PoolState(state.decider, state.justice, state.seqs, {**state.offsets, origin(record): record.offset},
+    return PoolState(state.decider, state.justice, state.seqs, {**state.offsets, where: record.offset},
                      state.applied + 1)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,7 +70,3 @@ def origin(record: SourceRecord) -> str:
     """
     return f"{record.topic}:{record.partition}"
 
-
-def redelivered(offsets: Mapping[str, int], record: SourceRecord) -> bool:
-    """Whether `record` was applied already: its origin's last applied offset is at or past it."""
-    return record.offset <= offsets.get(origin(record), -1)
