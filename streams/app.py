@@ -208,8 +208,7 @@ def add_fold_agent(app: faust.App, settings: Settings, fold: folds.Fold, keeper:
             record = source_record(event)
             if m.topic == repartition:
                 try:
-                    record = routing.original(record.topic, m.partition, m.offset, record.timestamp, m.key, m.value,
-                                              m.headers)
+                    record = routing.original(record.topic, m.partition, m.offset, m.key, m.value, m.headers)
                 except routing.NotForwarded as exc:  # not ours: say so, touch no state
                     log.error("%s", exc)
                     _, outputs = fold.reject(fold.empty(), record, Rejected("not_forwarded", str(exc)),

@@ -12,7 +12,8 @@ The forward is sent through the transactional producer of the partition the reco
 in the transaction that commits that partition's offset, so it is written exactly once. The
 forwarded record carries the original's value unchanged, the routed key as its key, the
 original's timestamp, and two headers: where it came from (`tribunal.origin`, `topic:partition:
-offset`) and its original key (`tribunal.key`, absent for a keyless record). The fold then sees
+offset:timestamp`, the timestamp too in case the broker stamps the forward with its own append
+time) and its original key (`tribunal.key`, absent for a keyless record). The fold then sees
 the original record, coordinates and all, so an output's cause names the input a producer wrote,
 redelivery is recognised per original (topic, partition), and replay, which folds the input
 topics directly, derives the same bytes. Records already on their key's partition take no extra hop.
@@ -52,7 +53,7 @@ class Send:
 
 def forward(record: SourceRecord, key: str, topic: str, partition: int) -> Send:
     """The repartition record that carries `record` to `key`'s partition."""
-    headers = [(ORIGIN, f"{record.topic}:{record.partition}:{record.offset}".encode())]
+    headers = [(ORIGIN, f"{record.topic}:{record.partition}:{record.offset}:{record.timestamp}".encode())]
     if record.key is not None:
         headers.append((ORIGINAL_KEY, record.key))
     return Send(topic, key.encode("utf-8"), record.value, partition, headers, record.timestamp or None)
@@ -62,14 +63,14 @@ class NotForwarded(ValueError):
     """A record on a repartition topic that tribunal did not write there (no origin header)."""
 
 
-def original(topic: str, partition: int, offset: int, timestamp: int, key: bytes | None, value: bytes | None,
+def original(topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None,
              headers: Any) -> SourceRecord:
     """The input record a repartition record carries, as it was on its own topic."""
     found = dict(headers or ())
     where = found.get(ORIGIN)
     try:
-        origin_topic, origin_partition, origin_offset = where.decode().rsplit(":", 2)
-        return SourceRecord(origin_topic, int(origin_partition), int(origin_offset), timestamp,
+        origin_topic, origin_partition, origin_offset, timestamp = where.decode().rsplit(":", 3)
+        return SourceRecord(origin_topic, int(origin_partition), int(origin_offset), int(timestamp),
                             found.get(ORIGINAL_KEY), value)
     except (AttributeError, UnicodeDecodeError, ValueError):
         raise NotForwarded(f"{topic}[{partition}]@{offset} has no readable {ORIGIN} header") from None

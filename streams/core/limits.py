@@ -360,7 +360,7 @@ def _parse(record: SourceRecord, topic: str, group: str) -> tuple[Any, list[str]
         event, skipped = read_snapshot(raw)
     if not isinstance(event, _ON_TOPIC[topic]):
         raise Rejected("wrong_topic", f"{event.type} does not belong on {topic!r}")
-    if event.group != group or (record.key is not None and record_key(record) != group):
+    if event.group != group or (bool(record.key) and record_key(record) != group):
         raise Rejected("group_mismatch", f"event names group {event.group!r} but its key is {record_key(record)!r}")
     return event, skipped
 

@@ -121,7 +121,7 @@ def _policy(state: PoolState, record: SourceRecord, pool: str) -> tuple[PoolStat
 def _cluster(state: PoolState, record: SourceRecord, pool: str) -> tuple[PoolState, list[Emit]]:
     event = _load(_CLUSTER, record, "event")
     assert isinstance(event, PoolCapacitySet | InstancesObserved)
-    if event.pool is not None and (event.pool != pool or (record.key is not None and record_key(record) != pool)):
+    if event.pool is not None and (event.pool != pool or (bool(record.key) and record_key(record) != pool)):
         raise Rejected("pool_mismatch", f"event names pool {event.pool!r} but its key is {record_key(record)!r}")
     current = _decider_of(state, pool)
     if isinstance(event, PoolCapacitySet):
