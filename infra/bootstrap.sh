@@ -25,8 +25,12 @@ fi
 command -v java >/dev/null || apt_install openjdk-17-jre-headless
 command -v mvn >/dev/null || apt_install maven
 if [ "${TRIBUNAL_TEST_DEPS:-0}" = 1 ]; then
-  # the audit report's test renders the page in a real headless browser
-  command -v chromium >/dev/null || apt_install chromium
+  # the audit report's test renders the page in a real headless browser; kcat (librdkafka) is
+  # the third-party producer the routing tests publish with (CRC32 keys, keyless records)
+  missing=()
+  command -v chromium >/dev/null || missing+=(chromium)
+  command -v kcat >/dev/null || missing+=(kcat)
+  [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
 fi
 
 stamp=.venv/.tribunal-installed

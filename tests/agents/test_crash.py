@@ -34,6 +34,20 @@ def pool_policy(i: int) -> dict[str, Any]:
             "initial": {"ats": 5, "hadoop": 5, "redis": 4, "spark": 4}, "apps": apps}
 
 
+def decided_exactly_once(got: list[dict[str, Any]], topic: str, produced: list[tuple[int, int]], expected: int,
+                         context: str) -> None:
+    """One decision per input record, by cause, and seq 1..n without gaps per pool."""
+    causes = Counter((d["cause"]["topic"], d["cause"]["partition"], d["cause"]["offset"]) for d in got)
+    assert max(causes.values()) == 1, context
+    missing = sorted({(topic, part, off) for part, off in produced} - set(causes))
+    assert not missing, f"{len(missing)} inputs undecided, e.g. {missing[:5]}; {len(got)} decisions; {context}"
+    assert len(got) == expected, context
+    by_pool: dict[str, list[int]] = {}
+    for d in got:
+        by_pool.setdefault(d["pool"], []).append(d["seq"])
+    assert all(seqs == list(range(1, len(seqs) + 1)) for seqs in by_pool.values()), context
+
+
 def wrong_partition(key: bytes | None) -> int:
     """A partition other than the key's: every record must be forwarded before it is folded."""
     assert key is not None
@@ -61,18 +75,7 @@ def test_sigkill_loses_and_duplicates_no_decision(kafka: str, unique: str, worke
     context = f"seed {seed}, {kills} kills; worker log tail:\n{worker.log()[-3000:]}"
     assert len(produced) == RECORDS
 
-    # Exactly one decision per input record, by cause.
-    causes = Counter((d["cause"]["topic"], d["cause"]["partition"], d["cause"]["offset"]) for d in got)
-    assert max(causes.values()) == 1, context
-    missing = sorted({(p + "plugin_decider", part, off) for part, off in produced} - set(causes))
-    assert not missing, f"{len(missing)} inputs undecided, e.g. {missing[:5]}; {len(got)} decisions; {context}"
-    assert len(got) == expected, context
-
-    # seq 1..n without gaps, per pool.
-    by_pool: dict[str, list[int]] = {}
-    for d in got:
-        by_pool.setdefault(d["pool"], []).append(d["seq"])
-    assert all(seqs == list(range(1, len(seqs) + 1)) for seqs in by_pool.values()), context
+    decided_exactly_once(got, p + "plugin_decider", produced, expected, context)
 
     # The decisions equal those of `tribunal replay` over the same input, exported from the topics.
     log = tmp_path / "export.jsonl"
@@ -113,15 +116,7 @@ def test_sigkill_while_records_are_forwarded_loses_and_duplicates_nothing(kafka:
     got = [json.loads(r.value) for r in asyncio.run(
         read_committed(kafka, p + "scaling-decisions", expected, timeout=300))]
     context = f"seed {seed}, {kills} kills; worker log tail:\n{worker.log()[-3000:]}"
-    causes = Counter((d["cause"]["topic"], d["cause"]["partition"], d["cause"]["offset"]) for d in got)
-    assert max(causes.values()) == 1, context
-    missing = sorted({(p + "plugin_decider", part, off) for part, off in produced} - set(causes))
-    assert not missing, f"{len(missing)} inputs undecided, e.g. {missing[:5]}; {len(got)} decisions; {context}"
-    assert len(got) == expected, context
-    by_pool: dict[str, list[int]] = {}
-    for d in got:
-        by_pool.setdefault(d["pool"], []).append(d["seq"])
-    assert all(seqs == list(range(1, len(seqs) + 1)) for seqs in by_pool.values()), context
+    decided_exactly_once(got, p + "plugin_decider", produced, expected, context)
 
     verified = tribunal("replay", "--from-kafka", "--verify", env=worker_env)
     assert f"verified: {expected} output records of {expected} input records agree" in verified.stdout, context

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable, Hashable
 from typing import Any
 
 import pytest
@@ -73,27 +74,33 @@ def chains(streams: dict[tuple[str, str], list[bytes]], inputs: list[SourceRecor
     return chains_from(list(streams.values()), inputs, scope_of)
 
 
+def arrival_and_recovery(rng: random.Random, records: list[SourceRecord],
+                         queue: Callable[[SourceRecord], Hashable],
+                         scope: Callable[[SourceRecord], Hashable] | None = None) -> None:
+    """A worker's arrival order (any interleaving keeping each `queue` in offset order) is recovered
+    from what it recorded, and replaying the recovered order records the same."""
+    queues: dict[Hashable, list[SourceRecord]] = {}
+    for r in records:
+        queues.setdefault(queue(r), []).append(r)
+    arrival = []
+    while queues:
+        k = rng.choice(sorted(queues, key=repr))
+        arrival.append(queues[k].pop(0))
+        if not queues[k]:
+            del queues[k]
+    recorded = worker(arrival)
+    shuffled = records[:]
+    rng.shuffle(shuffled)
+    ordered = applied_order(shuffled, chains(recorded, records), TOPICS, scope)
+    assert sorted(map(coordinates, ordered)) == sorted(map(coordinates, records))
+    assert worker(ordered) == recorded
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.integers(0, 2**32), st.integers(1, 120))
 def test_applied_order_reproduces_what_any_arrival_order_recorded(seed: int, count: int) -> None:
     rng = random.Random(seed)
-    records = inputs_for(rng, count)
-    # The worker's arrival order: any interleaving that keeps each partition in offset order.
-    by_partition: dict[tuple[str, int], list[SourceRecord]] = {}
-    for r in records:
-        by_partition.setdefault((r.topic, r.partition), []).append(r)
-    arrival = []
-    while by_partition:
-        k = rng.choice(sorted(by_partition))
-        arrival.append(by_partition[k].pop(0))
-        if not by_partition[k]:
-            del by_partition[k]
-    recorded = worker(arrival)
-    shuffled = records[:]
-    rng.shuffle(shuffled)
-    ordered = applied_order(shuffled, chains(recorded, records), TOPICS)
-    assert sorted(map(coordinates, ordered)) == sorted(map(coordinates, records))
-    assert worker(ordered) == recorded
+    arrival_and_recovery(rng, inputs_for(rng, count), lambda r: (r.topic, r.partition))
 
 
 @settings(max_examples=60, deadline=None)
@@ -102,38 +109,8 @@ def test_applied_order_reproduces_a_worker_that_forwarded_records_to_their_keys_
                                                                                           count: int) -> None:
     """Keys spread over partitions: the worker keeps only each (partition, key) in offset order."""
     rng = random.Random(seed)
-    records = inputs_for(rng, count, spread=True)
-    queues: dict[tuple[str, int, tuple[str, str]], list[SourceRecord]] = {}
-    for r in records:
-        queues.setdefault((r.topic, r.partition, scope_of(r)), []).append(r)
-    arrival = []
-    while queues:
-        k = rng.choice(sorted(queues))
-        arrival.append(queues[k].pop(0))
-        if not queues[k]:
-            del queues[k]
-    recorded = worker(arrival)
-    shuffled = records[:]
-    rng.shuffle(shuffled)
-    ordered = applied_order(shuffled, chains(recorded, records), TOPICS, scope_of)
-    assert sorted(map(coordinates, ordered)) == sorted(map(coordinates, records))
-    assert worker(ordered) == recorded
-
-
-def test_forwarding_can_cross_two_keys_over_two_partitions() -> None:
-    """The worker applied B@p, then A@q, then the forwards A@p and B@q: partition order alone is a cycle."""
-    def metric(partition: int, offset: int, pool_id: str) -> SourceRecord:
-        return SourceRecord(pool.PLUGIN_DECIDER, partition, offset, 1_000, pool_id.encode(),
-                            envelope("ats", 40 + offset, pool.PLUGIN_DECIDER))
-
-    policies = [SourceRecord(pool.POLICIES, 0, i, 1, k.encode(), json.dumps(seed_policy()).encode())
-                for i, k in enumerate(["A", "B"])]
-    a_fwd, b_home, b_fwd, a_home = metric(0, 0, "A"), metric(0, 1, "B"), metric(1, 0, "B"), metric(1, 1, "A")
-    arrival = [*policies, b_home, a_home, a_fwd, b_fwd]
-    recorded = worker(arrival)
-    records = [*policies, a_fwd, b_home, b_fwd, a_home]
-    assert worker(applied_order(records, chains(recorded, records), TOPICS, scope_of)) == recorded
-    assert worker(applied_order(records, chains(recorded, records), TOPICS)) != recorded
+    arrival_and_recovery(rng, inputs_for(rng, count, spread=True), lambda r: (r.topic, r.partition, scope_of(r)),
+                         scope_of)
 
 
 def as_records(streams: dict[tuple[str, str], list[bytes]]) -> dict[tuple[str, str], list[SourceRecord]]:
