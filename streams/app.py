@@ -13,7 +13,7 @@ Exactly-once, and what holds it together:
 * A record's outputs and changelog writes go out as one unit in the Kafka transaction that also
   commits input offsets (see `streams.agents.emit` for the two Faust gaps this closes), so a
   read_committed consumer sees a decision exactly when its input counts as consumed.
-* Recovery reads each changelog up to the broker's last stable offset (`streams.agents.highwaters`:
+* Recovery reads each changelog up to the broker's last stable offset (`streams.agents.faust_private`:
   Faust's own figure is unknown until a first fetch, and then recovery was silently skipped).
 * Under exactly-once the local RocksDB files are discarded at start-up: a SIGKILLed worker may
   have written state there that its aborted transaction never committed. Recovery re-reads the
@@ -35,7 +35,7 @@ from typing import Any, Protocol
 import faust
 from aiohttp.web import Response
 
-from streams.agents import highwaters, routing
+from streams.agents import faust_private, routing
 from streams.agents.continuity import Continuity
 from streams.agents.emit import commit_effects
 from streams.agents.watchdog import Watchdog
@@ -69,7 +69,8 @@ def discard_local_tables(app: faust.App) -> None:
 
 
 def create_app(settings: Settings) -> faust.App:
-    highwaters.ask_the_broker()
+    faust_private.check()
+    faust_private.ask_the_broker_for_highwaters()
     app = faust.App(
         settings.app_id,
         broker=settings.broker_url,

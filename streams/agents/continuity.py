@@ -20,8 +20,8 @@ it). And the offset Faust commits for a partition is taken from the guard, not f
 acknowledgements and gaps: the offset after the last record whose effects went into the
 transaction, so a commit can never cover a record that was not folded.
 
-This replaces two methods of Faust's consumer instance (`_new_offset`, `_add_gap`) and touches
-`_read_offset` through `seek`; should a refetch never come, the stall watchdog restarts the
+This replaces two methods of Faust's consumer instance (through `streams.agents.faust_private`,
+which holds every such touch); should a refetch never come, the stall watchdog restarts the
 worker in place.
 """
 
@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from streams.agents import faust_private
 from streams.agents.sideband import Sideband
 from streams.agents.watchdog import restart_in_place
 
@@ -56,21 +57,7 @@ class Continuity:
 
     def _install(self) -> None:
         """Make Faust commit the guard's offsets, and never its own gaps."""
-        consumer = self.app.consumer
-
-        def new_offset(tp: Any) -> int | None:
-            acked = consumer._acked.get(tp)
-            if acked:  # Faust's own bookkeeping, kept from growing; the guard's figure is what counts
-                acked.clear()
-                consumer._acked_index[tp].clear()
-            return self._done.get((tp.topic, tp.partition))
-
-        async def no_gap(tp: Any, offset_from: int, offset_to: int) -> None:
-            return None
-
-        consumer._new_offset = new_offset
-        consumer._add_gap = no_gap
-        consumer._gap.clear()
+        faust_private.commit_only(self.app.consumer, lambda tp: self._done.get((tp.topic, tp.partition)))
         self._installed = True
 
     def done(self, event: Any) -> None:
@@ -156,5 +143,4 @@ class Continuity:
 
     def _drop(self, message: Any) -> None:
         """Let `message` go without acknowledging it."""
-        message.acked = True  # Faust's ack() is a no-op for a message marked acked
-        self.app.consumer._unacked_messages.discard(message)
+        faust_private.let_go(self.app.consumer, message)

@@ -19,9 +19,9 @@ redelivered after a commit that covered its effects but not its offset is recogn
 input offset kept in the pool state, and yields nothing.
 
 This reaches into two private attributes of faust-streaming 0.15's aiokafka producer
-(`_transaction_producers`, `_trn_locks`); the first write fails the worker, loudly, if a Faust
-upgrade moves them. (`App.in_transaction` is a cached property that is False until the worker
-runs: nothing may read it before.)
+(`_transaction_producers`, `_trn_locks`) through `streams.agents.faust_private`, whose start-up
+check fails the worker, loudly, if a Faust upgrade moves them. (`App.in_transaction` is a
+cached property that is False until the worker runs: nothing may read it before.)
 """
 
 from __future__ import annotations
@@ -29,10 +29,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from streams.agents import faust_private
 from streams.agents.routing import Send
 from streams.core.deadletter import dlq_topic
 from streams.core.outputs import DLQ, Emit
-from streams.errors import TribunalError
 from streams.settings import Settings
 
 
@@ -43,15 +43,6 @@ def transactional_id(app: Any, event: Any) -> str | None:
     tp = event.message.tp
     group = app.assignor.group_for_topic(tp.topic)
     return f"{app.conf.id}-{group}-{tp.partition}"
-
-
-def _private(producer: Any, name: str) -> Any:
-    """`_trn_locks` (the locks Faust commits under) or `_transaction_producers`, by transactional id."""
-    try:
-        return getattr(producer, name)
-    except AttributeError:
-        raise TribunalError(f"this Faust ({type(producer).__module__}) does not expose the transactional "
-                            "producers tribunal needs for exactly-once; pin faust-streaming 0.15.x") from None
 
 
 def topic_for(settings: Settings, emit: Emit, source_topic: str) -> str:
@@ -68,10 +59,9 @@ async def commit_effects(app: Any, settings: Settings, event: Any, writes: Itera
     partition = event.message.partition
     records: list[Send] = []
     for table, key, value in writes:
-        store = table.data
-        store[key] = value  # the local store only: the changelog record is sent below
-        records.append(Send(table.changelog_topic.get_topic_name(), store._encode_key(key),
-                            store._encode_value(value), partition))
+        table.data[key] = value  # the local store only: the changelog record is sent below
+        records.append(Send(table.changelog_topic.get_topic_name(), *faust_private.encoded(table, key, value),
+                            partition))
     source = source_topic or event.message.topic
     records.extend(Send(topic_for(settings, emit, source), emit.key.encode("utf-8"), emit.value_bytes())
                    for emit in outputs)
@@ -82,8 +72,8 @@ async def commit_effects(app: Any, settings: Settings, event: Any, writes: Itera
             await app.producer.send(r.topic, r.key, r.value, r.partition,
                                     None if r.timestamp_ms is None else r.timestamp_ms / 1000, r.headers)
         return
-    async with _private(app.producer, "_trn_locks")[tid]:
-        transaction = _private(app.producer, "_transaction_producers")[tid]
+    lock, transaction = faust_private.transaction_producer(app.producer, tid)
+    async with lock:
         for r in records:
             await transaction.send(r.topic, r.value, key=r.key, partition=r.partition, timestamp_ms=r.timestamp_ms,
                                    headers=r.headers)

@@ -1,0 +1,93 @@
+"""Every touch of faust-streaming 0.15's private internals, in one module, checked at start-up.
+
+Tribunal's exactly-once needs four things Faust does not offer publicly; each is written where it
+is used (`streams.agents.emit`, `streams.agents.continuity`, `streams.app`), and each reaches
+into Faust only through a function here, so a Faust upgrade means reading this one file:
+
+* `transaction_producer`: a record's changelog writes and outputs are sent by the transactional
+  producer of its source partition, under the lock Faust commits that producer under
+  (`Producer._transaction_producers`, `_trn_locks`); `encoded` gives a table's key and value
+  bytes as its changelog carries them (`Store._encode_key`, `_encode_value`).
+* `commit_only`: the offset Faust commits for a partition comes from the continuity guard, never
+  from Faust's acknowledgements and gaps (`Consumer._new_offset`, `_add_gap`, `_gap`, `_acked`,
+  `_acked_index`); `let_go` drops a message unacknowledged (`_unacked_messages`).
+* `ask_the_broker_for_highwaters`: recovery must know how far each changelog goes. Under
+  exactly-once Faust takes a changelog's highwater from aiokafka's `last_stable_offset(tp)`, known
+  only after a first fetch; a worker that recovers before that gets None, reads it as an empty
+  changelog and folds on from empty state (seen in CI: every group's seq started again at 1;
+  upstream robinhood/aiokafka#7). A read_committed consumer's `end_offsets` asks the broker for
+  the last stable offset, so that is what recovery uses (`AIOKafkaConsumerThread._highwaters`,
+  replaced for the whole process).
+
+`check()` runs before the app is built and names whatever a Faust upgrade moved.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+from streams.errors import TribunalError
+
+_INSTANCE_ATTRIBUTES = ("_gap", "_acked", "_acked_index", "_unacked_messages")
+
+
+def check() -> None:
+    """Raise `TribunalError` naming every private member tribunal needs that this Faust lacks."""
+    from faust.stores.base import Store
+    from faust.transport.consumer import Consumer
+    from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread, Producer
+
+    wanted = [(AIOKafkaConsumerThread, "_highwaters"), (Producer, "_transaction_producers"),
+              (Producer, "_trn_locks"), (Store, "_encode_key"), (Store, "_encode_value"),
+              (Consumer, "_new_offset"), (Consumer, "_add_gap")]
+    missing = [f"{cls.__name__}.{name}" for cls, name in wanted if not hasattr(cls, name)]
+    init = inspect.getsource(Consumer.__init__)
+    missing += [f"Consumer.{name}" for name in _INSTANCE_ATTRIBUTES if f"self.{name} =" not in init]
+    if missing:
+        raise TribunalError(f"this Faust lacks {', '.join(missing)}, which tribunal's exactly-once needs; "
+                            "pin faust-streaming 0.15.x (see streams/agents/faust_private.py)")
+
+
+def ask_the_broker_for_highwaters() -> None:
+    from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
+
+    async def _highwaters(self: Any, partitions: list[Any]) -> Any:
+        return await self._ensure_consumer().end_offsets(partitions)
+
+    AIOKafkaConsumerThread._highwaters = _highwaters
+
+
+def transaction_producer(producer: Any, transactional_id: str) -> tuple[Any, Any]:
+    """(the lock Faust commits `transactional_id` under, its aiokafka producer)."""
+    return producer._trn_locks[transactional_id], producer._transaction_producers[transactional_id]
+
+
+def encoded(table: Any, key: Any, value: Any) -> tuple[bytes, bytes | None]:
+    """A table entry's key and value as its changelog record carries them."""
+    store = table.data
+    return store._encode_key(key), store._encode_value(value)
+
+
+def commit_only(consumer: Any, offset_for: Callable[[Any], int | None]) -> None:
+    """Make `consumer` commit `offset_for(tp)` for each partition, and never count a gap as processed."""
+    def new_offset(tp: Any) -> int | None:
+        acked = consumer._acked.get(tp)
+        if acked:  # Faust's own bookkeeping, kept from growing; the guard's figure is what counts
+            acked.clear()
+            consumer._acked_index[tp].clear()
+        return offset_for(tp)
+
+    async def no_gap(tp: Any, offset_from: int, offset_to: int) -> None:
+        return None
+
+    consumer._new_offset = new_offset
+    consumer._add_gap = no_gap
+    consumer._gap.clear()
+
+
+def let_go(consumer: Any, message: Any) -> None:
+    """Let `message` go without acknowledging it."""
+    message.acked = True  # Faust's ack() is a no-op for a message marked acked
+    consumer._unacked_messages.discard(message)
