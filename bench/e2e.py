@@ -6,8 +6,11 @@ Both run in this one process's view of one broker (a fresh local stack, free por
 Throughput: a backlog of --records metric envelopes over 20 pools, timed from the first record
 produced to the last output visible to a read_committed consumer. Latency: --rate records/s for
 --seconds; for each output, visible-at minus the input's producer timestamp; p50 / p99.
-Misrouted: the same backlog with every record produced to a partition other than its key's, so
-each is forwarded through the repartition topic before it is folded (the cost of the extra hop).
+The same latency at-least-once, and at --high-rate for --high-seconds (does the worker keep up:
+how many decisions were still outstanding when the last input was produced). Misrouted: the
+backlog with every record produced to a partition other than its key's, so each is forwarded
+through the repartition topic before it is folded (the cost of the extra hop).
+Last, per phase, where a record's time went in the worker (its `/checkpoint/` page and CPU time).
 Run: `.venv/bin/python bench/e2e.py`.
 """
 
@@ -23,6 +26,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -73,12 +78,13 @@ async def produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]
         await producer.stop()
 
 
-async def collect(bootstrap: str, topic: str, expected: int, timeout: float) -> list[tuple[float, bytes]]:
-    """(visible-at wall time, value) of each record, read_committed, until `expected` arrived."""
+async def collect(bootstrap: str, topic: str, expected: int, timeout: float,
+                  out: list[tuple[float, bytes]] | None = None) -> list[tuple[float, bytes]]:
+    """(visible-at wall time, value) of each record, read_committed, until `expected` arrived (into `out`)."""
     consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=None, auto_offset_reset="earliest",
                                 isolation_level="read_committed")
     await consumer.start()
-    out: list[tuple[float, bytes]] = []
+    out = [] if out is None else out
     try:
         deadline = time.monotonic() + timeout
         while len(out) < expected and time.monotonic() < deadline:
@@ -143,33 +149,77 @@ async def run_baseline(bootstrap: str, records: int, rate: float, seconds: float
     return (throughput, *latencies(seen))
 
 
-async def run_tribunal(bootstrap: str, records: int, rate: float, seconds: float,
-                       home: Path) -> tuple[float, float, float, float]:
+@dataclass
+class Phase:
+    name: str
+    records: int
+    rate: float | None = None  # None: a backlog, produced as fast as possible
+    guarantee: str = "exactly_once"
+    wrong: bool = False  # every record on a partition other than its key's
+
+
+@dataclass
+class Result:
+    phase: Phase
+    throughput: float
+    seen: list[tuple[float, bytes]]
+    stats: dict[str, float]
+    cpu: float  # the worker's CPU seconds while the phase ran
+    behind: int  # decisions still missing when the last input was produced
+
+
+def worker_cpu(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def worker_stats(port: int) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/checkpoint/", timeout=10) as page:
+        return json.load(page)
+
+
+async def run_phase(bootstrap: str, phase: Phase, index: int, home: Path) -> Result:
     [port] = free_ports(1)
-    results = []
-    for phase, (n, r, wrong) in enumerate(((records, None, False), (int(rate * seconds), rate, False),
-                                           (records, None, True))):
-        prefix = f"bench{phase}."
-        env = {**os.environ, "KAFKA_BOOTSTRAP": bootstrap, "TRIBUNAL_TOPIC_PREFIX": prefix,
-               "TRIBUNAL_APP_ID": f"bench{phase}", "TRIBUNAL_DATA_DIR": str(home / f"w{phase}"),
-               "TRIBUNAL_WEB_PORT": str(port), "TRIBUNAL_LOG_LEVEL": "warning"}
-        subprocess.run([TRIBUNAL, "topics", "create"], env=env, check=True, capture_output=True)
-        worker = subprocess.Popen([TRIBUNAL, "worker"], env=env, stdout=(home / f"w{phase}.log").open("wb"),
-                                  stderr=subprocess.STDOUT)
-        try:
-            await produce(bootstrap, prefix + "policies",
-                          [(f"pool-{i:02d}".encode(), json.dumps(POLICY).encode()) for i in range(POOLS)])
-            await collect(bootstrap, prefix + "scaling-decisions", POOLS, 120)
-            started = time.monotonic()
-            _, seen = await asyncio.gather(produce(bootstrap, prefix + "plugin_decider", metrics(n, phase + 1), r,
-                                                   wrong),
-                                           collect(bootstrap, prefix + "scaling-decisions", n + POOLS, 600))
-            seen = [s for s in seen if json.loads(s[1])["cause"]["topic"].endswith("plugin_decider")]
-            results.append((n / (time.monotonic() - started), seen))
-        finally:
-            worker.terminate()
-            worker.wait(60)
-    return (results[0][0], *latencies(results[1][1]), results[2][0])
+    prefix = f"bench{index}."
+    env = {**os.environ, "KAFKA_BOOTSTRAP": bootstrap, "TRIBUNAL_TOPIC_PREFIX": prefix,
+           "TRIBUNAL_APP_ID": f"bench{index}", "TRIBUNAL_DATA_DIR": str(home / f"w{index}"),
+           "TRIBUNAL_WEB_PORT": str(port), "TRIBUNAL_LOG_LEVEL": "warning",
+           "TRIBUNAL_PROCESSING_GUARANTEE": phase.guarantee}
+    subprocess.run([TRIBUNAL, "topics", "create"], env=env, check=True, capture_output=True)
+    worker = subprocess.Popen([TRIBUNAL, "worker"], env=env, stdout=(home / f"w{index}.log").open("wb"),
+                              stderr=subprocess.STDOUT)
+    try:
+        await produce(bootstrap, prefix + "policies",
+                      [(f"pool-{i:02d}".encode(), json.dumps(POLICY).encode()) for i in range(POOLS)])
+        await collect(bootstrap, prefix + "scaling-decisions", POOLS, 120)
+        before, cpu = worker_stats(port), worker_cpu(worker.pid)
+        started = time.monotonic()
+        seen: list[tuple[float, bytes]] = []
+        collecting = asyncio.create_task(collect(bootstrap, prefix + "scaling-decisions", phase.records + POOLS,
+                                                 900, seen))
+        await produce(bootstrap, prefix + "plugin_decider", metrics(phase.records, index + 1), phase.rate,
+                      phase.wrong)
+        behind = phase.records + POOLS - len(seen)
+        await collecting
+        elapsed = time.monotonic() - started
+        after, cpu = worker_stats(port), worker_cpu(worker.pid) - cpu
+        stats = {k: after[k] - before[k] for k in after if k != "largest"} | {"largest": after["largest"]}
+        seen = [s for s in seen if json.loads(s[1])["cause"]["topic"].endswith("plugin_decider")]
+        return Result(phase, phase.records / elapsed, seen, stats, cpu, behind)
+    finally:
+        worker.terminate()
+        worker.wait(60)
+
+
+def breakdown(r: Result) -> str:
+    """Where a record's time went in the worker: microseconds per record."""
+    s, n = r.stats, max(1, r.stats["records"])
+    wall = r.phase.records / r.throughput
+    us = {"fold": s["fold"], "write": s["write"], "commit (waiting on the broker)": s["commit"]}
+    us["Faust (deliver, iterate) and the rest"] = max(0.0, r.cpu - s["fold"] - s["write"])
+    parts = ", ".join(f"{k} {v / n * 1e6:.0f}" for k, v in us.items())
+    return (f"{r.phase.name}: {n:.0f} records in {s['batches']:.0f} batches (largest {s['largest']:.0f}); "
+            f"us/record: {parts}; worker CPU {r.cpu / n * 1e6:.0f} us/record ({r.cpu / wall:.0%} of a core)")
 
 
 def main() -> None:
@@ -177,7 +227,14 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=20_000)
     parser.add_argument("--rate", type=float, default=1000.0)
     parser.add_argument("--seconds", type=float, default=15.0)
+    parser.add_argument("--high-rate", type=float, default=5000.0)
+    parser.add_argument("--high-seconds", type=float, default=30.0)
     args = parser.parse_args()
+    latency = int(args.rate * args.seconds)
+    phases = [Phase("backlog, exactly-once", args.records), Phase("1,000/s exactly-once", latency, args.rate),
+              Phase("1,000/s at-least-once", latency, args.rate, "at_least_once"),
+              Phase(f"{args.high_rate:,.0f}/s exactly-once", int(args.high_rate * args.high_seconds), args.high_rate),
+              Phase("backlog, misrouted", args.records, wrong=True)]
     with tempfile.TemporaryDirectory(prefix="tribunal-e2e-") as tmp:
         zk, kafka, controller = free_ports(3)
         cluster = Cluster(Topology(home=Path(tmp), kafka_port=kafka, controller_port=controller, zk_port=zk))
@@ -185,18 +242,25 @@ def main() -> None:
         try:
             bootstrap = cluster.topology.bootstrap
             base = asyncio.run(run_baseline(bootstrap, args.records, args.rate, args.seconds))
-            ours = asyncio.run(run_tribunal(bootstrap, args.records, args.rate, args.seconds, Path(tmp)))
+            ours = [asyncio.run(run_phase(bootstrap, phase, i, Path(tmp))) for i, phase in enumerate(phases)]
         finally:
             cluster.down()
-    print(f"{describe()}; "
-          f"{args.records} records backlog; latency at {args.rate:g}/s for {args.seconds:g}s")
-    print(f"{'':<22} {'records/s':>10} {'p50 ms':>8} {'p99 ms':>8}")
-    print(f"{'aiokafka loop':<22} {base[0]:>10,.0f} {base[1]:>8.1f} {base[2]:>8.1f}")
-    print(f"{'tribunal worker (EOS)':<22} {ours[0]:>10,.0f} {ours[1]:>8.1f} {ours[2]:>8.1f}")
-    print(f"{'tribunal, misrouted':<22} {ours[3]:>10,.0f} {'':>8} {'':>8}  (every record forwarded to its key's "
-          "partition first)")
-    print(f"throughput ratio tribunal/baseline: {ours[0] / base[0]:.2f}; misrouted/baseline: {ours[3] / base[0]:.2f}; "
-          f"misrouted/keyed: {ours[3] / ours[0]:.2f}")
+    print(f"{describe()}; {args.records} records backlog; latency at {args.rate:g}/s for {args.seconds:g}s "
+          f"and {args.high_rate:g}/s for {args.high_seconds:g}s")
+    print(f"{'':<36} {'records/s':>10} {'p50 ms':>8} {'p99 ms':>8}")
+    print(f"{'aiokafka loop, backlog / 1,000/s':<36} {base[0]:>10,.0f} {base[1]:>8.1f} {base[2]:>8.1f}")
+    for r in ours:
+        if r.phase.rate is None:
+            print(f"{'tribunal ' + r.phase.name:<36} {r.throughput:>10,.0f}")
+        else:
+            p50, p99 = latencies(r.seen)
+            print(f"{'tribunal ' + r.phase.name:<36} {r.throughput:>10,.0f} {p50:>8.1f} {p99:>8.1f}"
+                  f"  ({r.behind} decisions outstanding when the last input was produced)")
+    keyed, misrouted = ours[0], ours[-1]
+    print(f"throughput ratio tribunal/baseline: {keyed.throughput / base[0]:.2f}; misrouted/baseline: "
+          f"{misrouted.throughput / base[0]:.2f}; misrouted/keyed: {misrouted.throughput / keyed.throughput:.2f}")
+    for r in ours:
+        print(breakdown(r))
 
 
 if __name__ == "__main__":

@@ -7,11 +7,11 @@ Exactly-once, and what holds it together:
 * A fold's input topics are co-partitioned (same partition count, key = pool or group), so one
   key lives in one partition of each, and one agent instance owns it.
 * Tables keyed by pool or group (RocksDB locally, changelog topics in Kafka): `pool-policies`,
-  written when a policy record applies, `pool-state` and `group-state`, written for every
-  record. A state holds the last input offset applied per topic, so a redelivered record yields
-  nothing.
+  written when a policy record applies, `pool-state` and `group-state`, written once per batch
+  for each key that changed. A state holds the last input offset applied per topic partition, so a
+  redelivered record yields nothing.
 * A record's outputs and changelog writes go out as one unit in the Kafka transaction that also
-  commits input offsets (see `streams.agents.emit` for the two Faust gaps this closes), so a
+  commits input offsets (see `streams.agents.checkpoint` for the two Faust gaps this closes), so a
   read_committed consumer sees a decision exactly when its input counts as consumed.
 * Recovery reads each changelog up to the broker's last stable offset (`streams.agents.faust_private`:
   Faust's own figure is unknown until a first fetch, and then recovery was silently skipped).
@@ -30,14 +30,14 @@ import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import faust
 from aiohttp.web import Response
 
 from streams.agents import faust_private, routing
+from streams.agents.checkpoint import Checkpoint, Keeper
 from streams.agents.continuity import Continuity
-from streams.agents.emit import commit_effects
 from streams.agents.watchdog import Watchdog
 from streams.core import folds, limits, pool, snapshot
 from streams.core.deadletter import Rejected
@@ -71,6 +71,8 @@ def discard_local_tables(app: faust.App) -> None:
 def create_app(settings: Settings) -> faust.App:
     faust_private.check()
     faust_private.ask_the_broker_for_highwaters()
+    faust_private.commit_transactions_at_once()
+    faust_private.retry_transactions_soon()
     app = faust.App(
         settings.app_id,
         broker=settings.broker_url,
@@ -85,7 +87,7 @@ def create_app(settings: Settings) -> faust.App:
         web_host=settings.web_host,
         consumer_auto_offset_reset="earliest",
         table_standby_replicas=0,
-        broker_commit_interval=settings.commit_interval,
+        broker_commit_interval=1.0,  # a fallback: the checkpoint commits after every batch
         broker_session_timeout=settings.session_timeout,
         broker_heartbeat_interval=min(3.0, settings.session_timeout / 3),
         broker_rebalance_timeout=max(30.0, settings.session_timeout),
@@ -98,9 +100,11 @@ def create_app(settings: Settings) -> faust.App:
     pools = PoolKeeper(app.Table("pool-policies", key_type=str, partitions=settings.partitions),
                        app.Table("pool-state", key_type=str, partitions=settings.partitions))
     groups = GroupKeeper(app.Table("group-state", key_type=str, partitions=settings.partitions))
+    checkpoint = Checkpoint(app, settings, continuity, [pools, groups], settings.max_batch, settings.commit_interval)
+    app.task(checkpoint.run)
     inputs: set[str] = set()
     for fold, keeper in ((folds.POOLS, pools), (folds.GROUPS, groups)):
-        inputs |= add_fold_agent(app, settings, fold, keeper, continuity, progress)
+        inputs |= add_fold_agent(app, settings, fold, keeper, checkpoint, progress)
 
     @app.timer(10.0)
     async def report_progress() -> None:
@@ -112,40 +116,49 @@ def create_app(settings: Settings) -> faust.App:
     async def watch_for_stalls() -> None:
         await watchdog.check()
 
+    @app.page("/checkpoint/")
+    async def checkpoint_stats(web: Any, request: Any) -> Response:
+        """Where this worker's time went: records, batches, seconds folding, writing, committing."""
+        return web.json(checkpoint.stats.as_dict())
+
     add_state_page(app, "pools", pools, describe)
     add_state_page(app, "groups", groups, describe_group)
 
     return app
 
 
-class Keeper(Protocol):
-    """Where a fold's state per key lives between records: load it, and the table writes after a record."""
-
-    def load(self, key: str) -> Any: ...
-
-    def writes(self, key: str, before: Any, after: Any) -> list[tuple[Any, str, Any]]: ...
-
-
 class CachedKeeper:
-    """Keeps the decoded state of each key in memory while its table entry is still what it was made from."""
+    """A fold's decoded states in memory, read from the table once per key and assignment.
+
+    The cache is the state of record while folding: the table and its changelog receive a key's
+    state once per batch (`writes`, called by the checkpoint). After a rebalance the checkpoint
+    makes it `forget`, and states are read again from the tables recovery rebuilt.
+    """
 
     def __init__(self, states: Any) -> None:
         self.states = states
-        self.cache: dict[str, tuple[Any, Any]] = {}
+        self.cache: dict[str, Any] = {}
 
     def decode(self, key: str, stored: Any) -> Any:
         raise NotImplementedError
 
-    def load(self, key: str) -> Any:
-        stored = self.states.get(key)
-        hit = self.cache.get(key)
-        if hit is not None and hit[0] == (stored or {}).get("offsets"):
-            return hit[1]
-        return self.decode(key, stored)
+    def encode(self, key: str) -> list[tuple[Any, str, Any]]:
+        raise NotImplementedError
 
-    def keep(self, key: str, dumped: dict[str, Any], state: Any) -> tuple[Any, str, Any]:
-        self.cache[key] = (dumped["offsets"], state)
-        return (self.states, key, dumped)
+    def load(self, key: str) -> Any:
+        state = self.cache.get(key)
+        if state is None:
+            state = self.cache[key] = self.decode(key, self.states.get(key))
+        return state
+
+    def keep(self, key: str, before: Any, after: Any) -> None:
+        self.cache[key] = after
+
+    def writes(self, key: str) -> list[tuple[Any, str, Any]]:
+        return self.encode(key)
+
+    def forget(self) -> None:
+        self.cache.clear()
 
 
 class PoolKeeper(CachedKeeper):
@@ -154,16 +167,28 @@ class PoolKeeper(CachedKeeper):
     def __init__(self, policies: Any, states: Any) -> None:
         super().__init__(states)
         self.policies = policies
+        self.new_policies: set[str] = set()
 
     def decode(self, key: str, stored: Any) -> pool.PoolState:
         return snapshot.load(self.policies.get(key), stored)
 
-    def writes(self, key: str, before: pool.PoolState, after: pool.PoolState) -> list[tuple[Any, str, Any]]:
-        out = []
+    def keep(self, key: str, before: pool.PoolState, after: pool.PoolState) -> None:
+        super().keep(key, before, after)
         if snapshot.policies_changed(before, after):
-            out.append((self.policies, key, snapshot.dump_policies(after)))
-        out.append(self.keep(key, snapshot.dump_state(after), after))
+            self.new_policies.add(key)
+
+    def encode(self, key: str) -> list[tuple[Any, str, Any]]:
+        state = self.cache[key]
+        out = []
+        if key in self.new_policies:
+            self.new_policies.discard(key)
+            out.append((self.policies, key, snapshot.dump_policies(state)))
+        out.append((self.states, key, snapshot.dump_state(state)))
         return out
+
+    def forget(self) -> None:
+        super().forget()
+        self.new_policies.clear()
 
 
 class GroupKeeper(CachedKeeper):
@@ -172,8 +197,8 @@ class GroupKeeper(CachedKeeper):
     def decode(self, key: str, stored: Any) -> limits.GroupState:
         return limits.load(stored)
 
-    def writes(self, key: str, before: limits.GroupState, after: limits.GroupState) -> list[tuple[Any, str, Any]]:
-        return [self.keep(key, limits.dump(after), after)]
+    def encode(self, key: str) -> list[tuple[Any, str, Any]]:
+        return [(self.states, key, limits.dump(self.cache[key]))]
 
 
 def add_state_page(app: faust.App, scope: str, keeper: CachedKeeper,
@@ -182,67 +207,75 @@ def add_state_page(app: faust.App, scope: str, keeper: CachedKeeper,
     @app.page(f"/{scope}/{{key}}/")
     @app.table_route(table=keeper.states, match_info="key")
     async def view(web: Any, request: Any, key: str) -> Response:
-        if keeper.states.get(key) is None:
+        if key not in keeper.cache and keeper.states.get(key) is None:
             return web.json({"key": key, "error": f"no such {scope[:-1]}"}, status=404)
         return web.json(describe_one(key, keeper.load(key)))
 
 
 def add_fold_agent(app: faust.App, settings: Settings, fold: folds.Fold, keeper: Keeper,
-                   continuity: Continuity, progress: Progress) -> set[str]:
+                   checkpoint: Checkpoint, progress: Progress) -> set[str]:
     """One agent folding every input topic of `fold` and its repartition topic; returns the topic names read.
 
-    A record whose key (`fold.key_of`) maps to another partition than the one it arrived on is
-    forwarded to that partition of the repartition topic and folded when it arrives there
-    (`streams.agents.routing`), so one key's state lives in one place whoever produced the record.
+    The agent folds in memory and hands each record's effects to the checkpoint, which writes and
+    commits them in batches (`streams.agents.checkpoint`). A record whose key (`fold.key_of`) maps
+    to another partition than the one it arrived on is forwarded to that partition of the
+    repartition topic and folded when it arrives there (`streams.agents.routing`), so one key's
+    state lives in one place whoever produced the record.
     """
     names = {settings.topic(t): t for t in fold.inputs}
     repartition = settings.topic(fold.repartition)
     partitions = settings.partitions
     topic = app.topic(*names, repartition, key_type=bytes, value_type=bytes, key_serializer="raw",
                       value_serializer="raw", partitions=partitions)
+    continuity = checkpoint.continuity
+
+    def handle(event: Any) -> None:
+        m = event.message
+        record = source_record(event)
+        if m.topic == repartition:
+            try:
+                record = routing.original(record.topic, m.partition, m.offset, m.key, m.value, m.headers)
+            except routing.NotForwarded as exc:  # not ours: say so, touch no state
+                log.error("%s", exc)
+                _, outputs = fold.reject(fold.empty(), record, Rejected("not_forwarded", str(exc)), record_key(record))
+                checkpoint.add(event, outputs)
+                return
+        logical = names.get(record.topic, record.topic)
+        key = fold.key_of(record, logical)
+        home = routing.partition_for(key, partitions)
+        if m.topic != repartition and home != m.partition:
+            checkpoint.add(event, sends=[routing.forward(record, key, repartition, home)])
+            progress.count(record, forwarded=True)
+            return
+        try:
+            before = keeper.load(key)
+        except Exception as exc:  # an unreadable table entry: report the record, keep the entry
+            log.exception("cannot load the state of %s %r", fold.name, key)
+            _, outputs = fold.reject(fold.empty(), record, Rejected("state_unreadable", repr(exc)), key)
+            checkpoint.add(event, outputs, record.topic)
+            return
+        try:
+            after, outputs = fold.apply(before, record, logical)
+        except Exception as exc:  # a bug must cost one record, not the worker
+            log.exception("fold failed on %s[%s]@%s", record.topic, record.partition, record.offset)
+            after, outputs = fold.reject(before, record, Rejected("internal_error", repr(exc)), key)
+        if after is before:
+            checkpoint.add(event, outputs, record.topic)
+        else:
+            keeper.keep(key, before, after)
+            checkpoint.add(event, outputs, record.topic, keeper=keeper, key=key)
+        progress.count(record)
+
+    stats = checkpoint.stats
 
     async def run(stream: Any) -> None:
         async for event in stream.events():
-            if not await continuity.admit(event):
-                continue
-            m = event.message
-            record = source_record(event)
-            if m.topic == repartition:
-                try:
-                    record = routing.original(record.topic, m.partition, m.offset, m.key, m.value, m.headers)
-                except routing.NotForwarded as exc:  # not ours: say so, touch no state
-                    log.error("%s", exc)
-                    _, outputs = fold.reject(fold.empty(), record, Rejected("not_forwarded", str(exc)),
-                                             record_key(record))
-                    await commit_effects(app, settings, event, [], outputs)
-                    continuity.done(event)
-                    continue
-            logical = names.get(record.topic, record.topic)
-            key = fold.key_of(record, logical)
-            home = routing.partition_for(key, partitions)
-            if m.topic != repartition and home != m.partition:
-                await commit_effects(app, settings, event, [], [],
-                                     sends=[routing.forward(record, key, repartition, home)])
-                continuity.done(event)
-                progress.count(record, forwarded=True)
-                continue
-            try:
-                before = keeper.load(key)
-            except Exception as exc:  # an unreadable table entry: report the record, keep the entry
-                log.exception("cannot load the state of %s %r", fold.name, key)
-                _, outputs = fold.reject(fold.empty(), record, Rejected("state_unreadable", repr(exc)), key)
-                await commit_effects(app, settings, event, [], outputs, record.topic)
-                continuity.done(event)
-                continue
-            try:
-                after, outputs = fold.apply(before, record, logical)
-            except Exception as exc:  # a bug must cost one record, not the worker
-                log.exception("fold failed on %s[%s]@%s", record.topic, record.partition, record.offset)
-                after, outputs = fold.reject(before, record, Rejected("internal_error", repr(exc)), key)
-            writes = keeper.writes(key, before, after) if after is not before else []
-            await commit_effects(app, settings, event, writes, outputs, record.topic)
-            continuity.done(event)
-            progress.count(record)
+            if await continuity.admit(event):
+                started = time.perf_counter()
+                checkpoint.follow_generation()
+                handle(event)
+                stats.fold += time.perf_counter() - started
+                await checkpoint.room()
 
     app.agent(topic, name=fold.name)(run)
     return {*names, repartition}

@@ -60,12 +60,17 @@ class Continuity:
         faust_private.commit_only(self.app.consumer, lambda tp: self._done.get((tp.topic, tp.partition)))
         self._installed = True
 
-    def done(self, event: Any) -> None:
-        """`event`'s effects are in the transaction: its offset may be committed."""
-        message = event.message
-        key = (message.topic, message.partition)
-        if self._next.get(key) == message.offset + 1:
-            self._done[key] = message.offset + 1
+    @property
+    def generation(self) -> int | None:
+        """The consumer group generation the admitted records belong to."""
+        return self._generation
+
+    def done(self, topic: str, partition: int, offset: int, generation: int | None) -> None:
+        """The effects of the partition's records up to `offset`, admitted in `generation`, are in the
+        transaction: their offsets may be committed."""
+        key = (topic, partition)
+        if generation == self._generation and offset < self._next.get(key, -1):
+            self._done[key] = max(self._done.get(key, 0), offset + 1)
 
     async def first_offset_from(self, topic: str, partition: int, start: int, before: int) -> int | None:
         """The offset of the first record Kafka holds in [start, before), or None if it holds none there.

@@ -24,7 +24,7 @@ from tests.helpers import Worker, produce_all, produce_while_killing, read_commi
 
 pytestmark = pytest.mark.integration
 
-POOLS, RECORDS, KILLS = 20, 20_000, 3
+POOLS, RECORDS, KILLS = 20, 20_000, 10  # kills land mid-batch: a batch is being folded or written nearly always
 PARTITIONS = 4  # conftest's worker_env
 
 
@@ -67,7 +67,7 @@ def test_sigkill_loses_and_duplicates_no_decision(kafka: str, unique: str, worke
     metrics = [(p + "plugin_decider", f"pool-{rng.randrange(POOLS):02d}".encode(),
                 envelope(rng.choice(["ats", "hadoop", "redis", "spark"]), rng.randrange(101), "plugin_decider"))
                for _ in range(RECORDS)]
-    produced, kills = produce_while_killing(kafka, metrics, 1000, worker, rng, KILLS, longest=5.0)  # ~20 s
+    produced, kills = produce_while_killing(kafka, metrics, 1000, worker, rng, KILLS, longest=3.0)
 
     expected = POOLS + RECORDS
     got = [json.loads(r.value) for r in asyncio.run(
@@ -108,7 +108,7 @@ def test_sigkill_while_records_are_forwarded_loses_and_duplicates_nothing(kafka:
     metrics = [(p + "plugin_decider", f"pool-{rng.randrange(POOLS):02d}".encode(),
                 envelope(rng.choice(["ats", "hadoop", "redis", "spark"]), rng.randrange(101), "plugin_decider"))
                for _ in range(records)]
-    produced, kills = produce_while_killing(kafka, metrics, 400, worker, rng, KILLS, longest=4.0,
+    produced, kills = produce_while_killing(kafka, metrics, 400, worker, rng, 3, longest=4.0,
                                             partitioner=wrong_partition)  # ~15 s
     assert all(part == wrong_partition(key) for (part, _), (_, key, _) in zip(produced, metrics, strict=True))
 

@@ -22,7 +22,7 @@ from tests.helpers import Worker, produce_while_killing, read_committed, tribuna
 
 pytestmark = pytest.mark.integration
 
-GROUPS, EVENTS, KILLS = 10, 4_000, 2
+GROUPS, EVENTS, KILLS = 10, 4_000, 4
 
 
 def events(rng: random.Random) -> list[dict[str, Any]]:

@@ -1,0 +1,246 @@
+"""The worker's unit of commit: every record folded since the last commit, written and committed as one.
+
+Why batches (bench/e2e.py, README "Performance"): written record by record, a decision cost a
+changelog record per input, a lock round per input, and Faust's commit of one transactional
+producer after another (100-500 ms with eight of them), during which the agent waited on the
+very lock the commit held. So the agents only fold, in memory, and hand each record's effects to
+the checkpoint; one flusher task takes everything folded so far, writes each changed key's state
+once (the changelog is compacted: only its last value counts), sends the outputs, and commits all
+transactional producers at once, while the agents fold the next records. Under light load a batch
+is the one record that just arrived; under heavy load it grows to what arrived during the previous
+commit, so latency stays about two commit round trips and throughput rises with load.
+
+Why the worker writes its changelogs and outputs itself, under Faust's transaction lock: two
+gaps in Faust's exactly-once, measured in tests/agents/test_crash.py under SIGKILLs. `Topic.send`
+to a topic the app does not consume goes out outside any transaction (faust-streaming#177), and
+a table write's changelog record is sent later by a background task, so a commit could fall
+between a record's outputs and its state (after a crash: decided twice). So tables are set in
+the local store only, and their changelog records go out with the outputs, through the
+transactional producer of the source partition (`streams.agents.faust_private`).
+
+What keeps it exactly-once:
+* All of one source partition's effects in a batch (changelog records and outputs) are sent under
+  the lock Faust commits that partition's transactional producer under, in one hold: a commit
+  cannot fall between a record's outputs and the state that remembers them.
+* The states written are dumped when the batch is taken, before the first await: a state may
+  never include records whose outputs are not in the same batch.
+* An input offset counts as done (`Continuity.done`) only after its effects were sent; Faust's
+  commit commits only done offsets. A record whose effects were committed but whose offset was
+  not is recognised on redelivery by the offsets kept in the state, and yields nothing.
+* A batch folded before a rebalance is dropped, and the keepers forget their cached states: the
+  partition's records are delivered again from the committed offset, to whichever worker owns it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from streams.agents import faust_private
+from streams.agents.continuity import Continuity
+from streams.agents.routing import Send, partition_for
+from streams.agents.watchdog import restart_in_place
+from streams.core.deadletter import dlq_topic
+from streams.core.outputs import DLQ, Emit
+from streams.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class Keeper(Protocol):
+    """Where a fold's state per key lives between records: in memory while folding, in a table once written."""
+
+    def load(self, key: str) -> Any: ...
+
+    def keep(self, key: str, before: Any, after: Any) -> None: ...
+
+    def writes(self, key: str) -> list[tuple[Any, str, Any]]: ...
+
+    def forget(self) -> None: ...
+
+
+def transactional_id(app: Any, topic: str, partition: int) -> str | None:
+    """The id of the producer whose transaction commits this partition's offsets (None without EOS)."""
+    if not app.in_transaction:
+        return None
+    return f"{app.conf.id}-{app.assignor.group_for_topic(topic)}-{partition}"
+
+
+def topic_for(settings: Settings, emit: Emit, source_topic: str) -> str:
+    return dlq_topic(source_topic) if emit.stream == DLQ else settings.topic(emit.stream)
+
+
+@dataclass
+class _Partition:
+    """One source partition's effects since the last flush."""
+
+    tid: str | None
+    partition: int
+    event: Any = None  # the last event folded: the local store's partition context
+    sends: list[Send] = field(default_factory=list)
+    dirty: dict[tuple[int, str], Keeper] = field(default_factory=dict)  # (keeper id, key) -> keeper, in order
+    last: dict[tuple[str, int], int] = field(default_factory=dict)  # (topic, partition) -> last offset folded
+
+
+@dataclass
+class Stats:
+    """Where the worker's time goes, cumulative since start (served at `/checkpoint/`, read by bench/e2e.py)."""
+
+    records: int = 0
+    batches: int = 0
+    largest: int = 0  # records in the largest batch written
+    fold: float = 0.0  # seconds in the agents' own code: key, route, load, fold, hand over
+    write: float = 0.0  # seconds dumping states and sending a batch's records
+    commit: float = 0.0  # seconds committing (all transactional producers at once)
+
+    def as_dict(self) -> dict[str, float]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+
+@dataclass
+class Checkpoint:
+    app: Any
+    settings: Settings
+    continuity: Continuity
+    keepers: list[Keeper]
+    max_records: int = 5_000  # a batch this large makes the agents wait for the flusher
+    interval: float = 0.0  # seconds at least between the starts of two flushes
+    _pending: dict[tuple[str | None, int], _Partition] = field(default_factory=dict)
+    _count: int = 0
+    _generation: int | None = None
+    stats: Stats = field(default_factory=Stats)
+    _partitions: dict[str, int] = field(default_factory=dict)  # topic -> partition count
+    _work: asyncio.Event = field(default_factory=asyncio.Event)
+    _room: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def add(self, event: Any, outputs: Iterable[Emit] = (), source_topic: str | None = None,
+            sends: Iterable[Send] = (), keeper: Keeper | None = None, key: str | None = None) -> None:
+        """Record `event` as folded: its outputs (dead letters go to `source_topic`'s DLQ), `sends`, and
+        `key` of `keeper` as changed; all are written at the next flush. The caller follows the
+        generation (`follow_generation`) before it loads a state for the event."""
+        m = event.message
+        tid = transactional_id(self.app, m.topic, m.partition)
+        part = self._pending.get((tid, m.partition))
+        if part is None:
+            part = self._pending[(tid, m.partition)] = _Partition(tid, m.partition)
+        source = source_topic or m.topic
+        part.sends.extend(Send(topic_for(self.settings, e, source), e.key.encode("utf-8"), e.value_bytes())
+                          for e in outputs)
+        part.sends.extend(sends)
+        if keeper is not None and key is not None:
+            part.dirty[(id(keeper), key)] = keeper
+        part.last[(m.topic, m.partition)] = m.offset
+        part.event = event
+        self._count += 1
+        self.stats.records += 1
+        self._work.set()
+
+    def follow_generation(self) -> None:
+        """After a rebalance, forget every state folded in memory (its batch is dropped, see `_take`)."""
+        generation = self.continuity.generation
+        if generation != self._generation:
+            for keeper in self.keepers:
+                keeper.forget()
+            self._pending.clear()
+            self._count = 0
+            self._generation = generation
+
+    async def room(self) -> None:
+        """Wait while the batch being folded is full."""
+        while self._count >= self.max_records:
+            self._room.clear()
+            await self._room.wait()
+
+    async def run(self) -> None:
+        """The flusher: write and commit whatever was folded, as soon as the previous commit finished."""
+        started = 0.0
+        while True:
+            await self._work.wait()
+            wait = started + self.interval - time.monotonic()
+            if wait > 0 and self._count < self.max_records:
+                await asyncio.sleep(wait)
+            self._work.clear()
+            started = time.monotonic()
+            try:
+                await self.flush()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                # The local store may already hold states whose changelog records never went out:
+                # start again from the committed changelogs (exactly-once covers a crash, and a
+                # flusher that died would stall every partition).
+                log.exception("writing a batch failed; restarting the worker")
+                restart_in_place()
+
+    def _take(self) -> list[tuple[_Partition, list[Send]]]:
+        """The batch to write, every record of it materialised now (no await here: see the module doc)."""
+        pending, self._pending = self._pending, {}
+        self._count = 0
+        self._room.set()
+        if self._generation != self.continuity.generation:
+            return []  # folded before a rebalance: delivered again from the committed offsets
+        batch = []
+        for part in pending.values():
+            records = []
+            for (_, key), keeper in part.dirty.items():
+                for table, name, value in keeper.writes(key):
+                    faust_private.set_locally(table, name, value, part.event)  # its changelog record: below
+                    records.append(Send(table.changelog_topic.get_topic_name(),
+                                        *faust_private.encoded(table, name, value), part.partition))
+            batch.append((part, records + part.sends))
+        return batch
+
+    async def flush(self) -> None:
+        generation = self._generation
+        started = time.perf_counter()
+        count = self._count
+        batch = self._take()
+        for part, records in batch:
+            if part.tid is None:
+                for r in records:
+                    await self.app.producer.send(r.topic, r.key, r.value, r.partition,
+                                                 None if r.timestamp_ms is None else r.timestamp_ms / 1000, r.headers)
+            else:
+                try:
+                    lock, producer = faust_private.transaction_producer(self.app.producer, part.tid)
+                except KeyError:  # the partition was revoked meanwhile: its records go to its new owner
+                    continue
+                async with lock:
+                    await self._send_batches(producer, records)
+            for (topic, partition), offset in part.last.items():
+                self.continuity.done(topic, partition, offset, generation)
+        sent = time.perf_counter()
+        # The first commit may only wait for one already in flight (Faust's timer), which may not
+        # include this batch's offsets; the second commits them.
+        await self.app.consumer.commit()
+        await self.app.consumer.commit()
+        stats = self.stats
+        stats.write += sent - started
+        stats.commit += time.perf_counter() - sent
+        if batch:
+            stats.batches += 1
+            stats.largest = max(stats.largest, count)
+
+    async def _send_batches(self, producer: Any, records: list[Send]) -> None:
+        """Send `records` as one aiokafka record batch per topic partition (`send_batch`), in order per
+        partition: a future and a partitioner call per record cost a fifth of the worker's time."""
+        by_partition: dict[tuple[str, int], list[Send]] = {}
+        for r in records:
+            partition = r.partition
+            if partition is None:
+                count = self._partitions.get(r.topic)
+                if count is None:
+                    count = self._partitions[r.topic] = len(await producer.partitions_for(r.topic))
+                partition = partition_for(r.key.decode("utf-8"), count) if r.key is not None else 0
+            by_partition.setdefault((r.topic, partition), []).append(r)
+        for (topic, partition), sends in by_partition.items():
+            batch = producer.create_batch()
+            for r in sends:
+                while batch.append(key=r.key, value=r.value, timestamp=r.timestamp_ms, headers=r.headers or []) is None:
+                    await producer.send_batch(batch, topic, partition=partition)  # full: the record starts the next
+                    batch = producer.create_batch()
+            await producer.send_batch(batch, topic, partition=partition)
