@@ -506,10 +506,10 @@ def replay(input_file: Annotated[Path | None, typer.Option("--input", "-i", help
                                                 "output topics; exit 1 at the first divergence")] = False,
            start: FromBound = None, end: ToBound = None, bootstrap: Bootstrap = None,
            topic_prefix: Prefix = None,
-           jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Processes folding a file's records "
+           jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Processes folding the records "
                                              "(keys are independent; 0: one per core)")] = 0) -> None:
     """Run the pure cores over an exported log, or over the topics themselves, and write or verify the outputs."""
-    from streams.replay import Replayer, replay_lines, replay_lines_parallel
+    from streams.replay import Replayer, replay_lines
 
     if (input_file is None) == (not from_kafka):
         raise TribunalError("give exactly one of --input FILE and --from-kafka")
@@ -525,15 +525,12 @@ def replay(input_file: Annotated[Path | None, typer.Option("--input", "-i", help
         sink = sys.stdout.buffer if str(output_file) == "-" else _open(output_file, "wb")
     try:
         if from_kafka:
-            _replay_kafka(settings, replayer, sink, verify, start, end)
+            _replay_kafka(settings, replayer, sink, verify, start, end, jobs or os.cpu_count() or 1)
         else:
             assert input_file is not None and sink is not None
             source = sys.stdin.buffer if str(input_file) == "-" else _open(input_file, "rb")
             try:
-                processes = jobs or os.cpu_count() or 1
-                derived = (replay_lines_parallel(source, replayer, processes) if processes > 1
-                           else replay_lines(source, replayer))
-                for line in derived:
+                for line in replay_lines(source, replayer, jobs or os.cpu_count() or 1):
                     sink.write(line + b"\n")
             finally:
                 if source is not sys.stdin.buffer:
@@ -548,7 +545,7 @@ def replay(input_file: Annotated[Path | None, typer.Option("--input", "-i", help
 
 
 def _replay_kafka(settings: Settings, replayer: Any, sink: Any, verify: bool, start: str | None,
-                  end: str | None) -> None:
+                  end: str | None, jobs: int) -> None:
     from streams.audit.kafka_log import Bound, KafkaLog, replay_log, within
     from streams.audit.progress import LazyProgress
     from streams.replay import output_line
@@ -560,7 +557,7 @@ def _replay_kafka(settings: Settings, replayer: Any, sink: Any, verify: bool, st
         ordered = log.ordered()
         bar.phase("replaying", len(ordered))
         result = replay_log(ordered, replayer, in_range, log.recorded if verify else None, bar.advance,
-                            (lambda row: sink.write(output_line(row) + b"\n")) if sink is not None else None)
+                            (lambda row: sink.write(output_line(row) + b"\n")) if sink is not None else None, jobs)
     if result.divergence is not None:
         typer.echo(result.divergence.describe())
         typer.echo(f"{result.agreed} output records agreed before it", err=True)

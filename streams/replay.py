@@ -16,8 +16,8 @@ partition (a replay has no broker to assign offsets).
 from __future__ import annotations
 
 import base64
-import heapq
 import multiprocessing
+import queue
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -120,70 +120,71 @@ def _record(number: int, line: bytes | str) -> SourceRecord:
         raise ReplayInputError(f"line {number} is not a record line ({type(e).__name__}: {e})") from None
 
 
-def replay_lines(lines: Iterable[bytes | str], replayer: Replayer | None = None) -> Iterator[bytes]:
-    replayer = replayer or Replayer()
+def records_of(lines: Iterable[bytes | str]) -> Iterator[SourceRecord]:
+    """The source records of a replay file's lines (blank lines skipped)."""
     for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        for out in replayer.feed(_record(number, line)):
-            yield output_line(out)
+        if line.strip():
+            yield _record(number, line)
 
 
-CHUNK = 10_000  # lines per round trip to the processes
+def replay_lines(lines: Iterable[bytes | str], replayer: Replayer | None = None, jobs: int = 1) -> Iterator[bytes]:
+    """The output lines derived from a replay file's lines, on `jobs` processes (the same bytes whatever `jobs`)."""
+    replayer = replayer or Replayer()
+    for _, rows in derive_all(records_of(lines), replayer, jobs):
+        for row in rows:
+            yield output_line(row)
 
 
-def replay_lines_parallel(lines: Iterable[bytes], replayer: Replayer, jobs: int) -> Iterator[bytes]:
-    """`replay_lines` on `jobs` processes: the same bytes, in the same order.
+CHUNK = 5_000  # records per round trip to the processes
+AHEAD = 3  # chunks handed out before the oldest one's results are awaited
 
-    Keys are independent (each record changes one pool's or one group's state), so this process
-    reads the lines, sends each to the process that owns its key (by a hash of its scope), and
-    merges what they derive back into input order, numbering output offsets as `feed` does.
+
+def derive_all(records: Iterable[SourceRecord], replayer: Replayer, jobs: int = 1,
+               chunk_size: int = CHUNK) -> Iterator[tuple[SourceRecord, list[dict[str, Any]]]]:
+    """Each record with the rows `replayer.feed` derives for it, in input order, folded on `jobs` processes.
+
+    Keys are independent (a record changes one pool's or one group's state), so with `jobs > 1`
+    each record goes to the process that owns its scope (a hash of fold and key), which folds its
+    keys in input order; this process merges their rows back into input order and numbers output
+    offsets as `feed` does, so the bytes are the same as on one process. Queues, not pipes: a
+    queue's put never blocks on a reader that is itself blocked writing (a pipe deadlocks there).
     `replayer.counts` receives the processes' counts at the end.
     """
+    if jobs <= 1:
+        for record in records:
+            yield record, replayer.feed(record)
+        return
     context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
-    pipes, procs = [], []
-    for _ in range(jobs):
-        ours, theirs = context.Pipe()
-        proc = context.Process(target=_derive_shard, args=(theirs, replayer.topic_prefix), daemon=True)
+    inboxes = [context.Queue() for _ in range(jobs)]
+    outboxes = [context.Queue() for _ in range(jobs)]
+    procs = [context.Process(target=_derive_shard, args=(inbox, outbox, replayer.topic_prefix), daemon=True)
+             for inbox, outbox in zip(inboxes, outboxes, strict=True)]
+    for proc in procs:
         proc.start()
-        theirs.close()
-        pipes.append(ours)
-        procs.append(proc)
-    in_flight = 0
+    handed: list[tuple[list[SourceRecord], list[int]]] = []  # chunks and their shards, results not yet merged
+
+    def merge_oldest() -> Iterator[tuple[SourceRecord, list[dict[str, Any]]]]:
+        chunk, shards = handed.pop(0)
+        results = [_get(outbox, proc) for outbox, proc in zip(outboxes, procs, strict=True)]
+        return _merge(replayer, chunk, shards, results)
+
     try:
-        chunk: list[list[tuple[int, bytes]]] = [[] for _ in range(jobs)]
-        size = 0
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            record = _record(number, line)
-            routed = route(record.topic, replayer.topic_prefix)
-            if routed is None:
-                replayer.counts["skipped"] = replayer.counts.get("skipped", 0) + 1
-                continue
-            logical, fold = routed
-            shard = zlib.crc32(f"{fold.name}/{fold.key_of(record, logical)}".encode()) % jobs
-            chunk[shard].append((number, line))
-            size += 1
-            if size == CHUNK:
-                for pipe, part in zip(pipes, chunk, strict=True):
-                    pipe.send(part)
-                in_flight += 1
-                if in_flight == 2:  # keep the processes busy while this one reads the next chunk
-                    yield from _merge(replayer, [pipe.recv() for pipe in pipes])
-                    in_flight -= 1
-                chunk, size = [[] for _ in range(jobs)], 0
-        if size:
-            for pipe, part in zip(pipes, chunk, strict=True):
-                pipe.send(part)
-            in_flight += 1
-        while in_flight:
-            yield from _merge(replayer, [pipe.recv() for pipe in pipes])
-            in_flight -= 1
-        for pipe in pipes:
-            pipe.send(None)
-        for pipe in pipes:
-            for name, count in pipe.recv().items():
+        for chunk in _chunks(records, chunk_size):
+            shards = [_shard(record, replayer.topic_prefix, jobs) for record in chunk]
+            parts: list[list[SourceRecord]] = [[] for _ in range(jobs)]
+            for record, shard in zip(chunk, shards, strict=True):
+                parts[shard].append(record)
+            for inbox, part in zip(inboxes, parts, strict=True):
+                inbox.put(part)
+            handed.append((chunk, shards))
+            if len(handed) == AHEAD:
+                yield from merge_oldest()
+        while handed:
+            yield from merge_oldest()
+        for inbox in inboxes:
+            inbox.put(None)
+        for outbox, proc in zip(outboxes, procs, strict=True):
+            for name, count in _get(outbox, proc).items():
                 replayer.counts[name] = replayer.counts.get(name, 0) + count
     finally:
         for proc in procs:
@@ -192,25 +193,53 @@ def replay_lines_parallel(lines: Iterable[bytes], replayer: Replayer, jobs: int)
                 proc.kill()
 
 
-def _merge(replayer: Replayer, parts: list[list[tuple[int, list[dict[str, Any]]]]]) -> Iterator[bytes]:
-    """The processes' rows for one chunk, in input order, with offsets numbered as `Replayer.feed` does."""
+def _chunks(records: Iterable[SourceRecord], size: int) -> Iterator[list[SourceRecord]]:
+    chunk: list[SourceRecord] = []
+    for record in records:
+        chunk.append(record)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _shard(record: SourceRecord, prefix: str, jobs: int) -> int:
+    """The process that folds `record`'s scope (records of topics no fold reads: the first)."""
+    routed = route(record.topic, prefix)
+    if routed is None:
+        return 0
+    logical, fold = routed
+    return zlib.crc32(f"{fold.name}/{fold.key_of(record, logical)}".encode()) % jobs
+
+
+def _get(outbox: Any, proc: Any) -> Any:
+    """The next result of a process; an error if it died (rather than waiting for ever)."""
+    while True:
+        try:
+            return outbox.get(timeout=5)
+        except queue.Empty:
+            if not proc.is_alive():
+                raise ReplayInputError(f"a replay process exited with code {proc.exitcode}") from None
+
+
+def _merge(replayer: Replayer, chunk: list[SourceRecord], shards: list[int],
+           parts: list[list[list[dict[str, Any]]]]) -> Iterator[tuple[SourceRecord, list[dict[str, Any]]]]:
+    """One chunk's rows from every process, back in input order, offsets numbered as `Replayer.feed` does."""
+    taken = [iter(part) for part in parts]
     offsets = replayer._next_offset
-    for _, rows in heapq.merge(*parts, key=lambda item: item[0]):
+    for record, shard in zip(chunk, shards, strict=True):
+        rows = next(taken[shard])
         for row in rows:
             where = (row["topic"], row["partition"])
             row["offset"] = offsets.get(where, 0)
             offsets[where] = row["offset"] + 1
-            yield output_line(row)
+        yield record, rows
 
 
-def _derive_shard(pipe: Any, topic_prefix: str) -> None:
+def _derive_shard(inbox: Any, outbox: Any, topic_prefix: str) -> None:
     """One process's share of a parallel replay: the keys sent to it, folded in the order received."""
     replayer = Replayer(topic_prefix=topic_prefix)
-    while (part := pipe.recv()) is not None:
-        out = []
-        for number, line in part:
-            rows = replayer.derive(_record(number, line))
-            if rows:
-                out.append((number, rows))
-        pipe.send(out)
-    pipe.send(replayer.counts)
+    while (part := inbox.get()) is not None:
+        outbox.put([replayer.derive(record) for record in part])
+    outbox.put(replayer.counts)

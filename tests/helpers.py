@@ -112,11 +112,13 @@ Partitioner = Callable[[bytes | None], int | None]
 
 
 async def produce_all(bootstrap: str, records: list[tuple[str, bytes | None, bytes | None]],
-                      rate: float | None = None, partitioner: Partitioner | None = None) -> list[tuple[int, int]]:
+                      rate: float | None = None, partitioner: Partitioner | None = None,
+                      first_timestamp: int | None = None) -> list[tuple[int, int]]:
     """Produce (topic, key, value) records in order, idempotently; at most `rate` per second if given.
 
-    `partitioner(key)` picks each record's partition (None: Kafka's default, murmur2). Returns
-    each record's (partition, offset).
+    `partitioner(key)` picks each record's partition (None: Kafka's default, murmur2); record i is
+    stamped `first_timestamp + i` ms if given (the producer's clock otherwise), so that two runs
+    of one log carry the same causes. Returns each record's (partition, offset).
     """
     from aiokafka import AIOKafkaProducer
 
@@ -127,7 +129,8 @@ async def produce_all(bootstrap: str, records: list[tuple[str, bytes | None, byt
         futures = []
         for i, (topic, key, value) in enumerate(records):
             partition = partitioner(key) if partitioner is not None else None
-            futures.append(await producer.send(topic, value, key=key, partition=partition))
+            timestamp = None if first_timestamp is None else first_timestamp + i
+            futures.append(await producer.send(topic, value, key=key, partition=partition, timestamp_ms=timestamp))
             if rate:
                 ahead = started + i / rate - asyncio.get_running_loop().time()
                 if ahead > 0:

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import base64
 import json
+import random
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from streams.core.source import SourceRecord
+from streams.io import envelope
+from streams.replay import Replayer, derive_all, output_line
 from tests.core.builders import seed_policy
 from tests.helpers import tribunal
 
@@ -65,3 +71,39 @@ def test_a_corrupt_line_is_reported_with_its_number(tmp_path: Path) -> None:
     log.write_text(line("policies", 0, seed_policy()) + "\n{not a record\n")
     result = tribunal("replay", "-i", str(log), "-o", str(tmp_path / "out.jsonl"), check=False)
     assert result.returncode == 1 and "line 2 is not a record line" in result.stderr
+
+
+def mixed_log(records: int, seed: int = 3) -> list[SourceRecord]:
+    """Pools and scheduler groups, keyed and keyless, broken records and a topic no fold reads."""
+    rng = random.Random(seed)
+    log = [SourceRecord("policies", p % 2, p, p, f"pool-{p}".encode(), json.dumps(seed_policy()).encode())
+           for p in range(5)]
+    for i in range(records):
+        kind = rng.random()
+        if kind < 0.6:
+            value = envelope(rng.choice(["ats", "hadoop"]), rng.randrange(101), "plugin_decider")
+            log.append(SourceRecord("plugin_decider", i % 2, i, i, f"pool-{rng.randrange(6)}".encode(), value))
+        elif kind < 0.9:
+            group = f"g{rng.randrange(3)}"
+            event = rng.choice([{"type": "SchedulerRegistered", "group": group, "scheduler": f"s{rng.randrange(4)}",
+                                 "fault_tolerance": 1},
+                                {"type": "JobCreated", "group": group, "job": f"j{rng.randrange(50)}"}])
+            topic = "scheduler-events" if event["type"] == "SchedulerRegistered" else "job-events"
+            log.append(SourceRecord(topic, i % 2, i, i, None, json.dumps(event).encode()))
+        elif kind < 0.95:
+            log.append(SourceRecord("plugin_decider", 0, i, i, b"pool-1", b"{broken"))
+        else:
+            log.append(SourceRecord("scaling-decisions", 0, i, i, b"pool-1", b"{}"))
+    return log
+
+
+@pytest.mark.parametrize("jobs", [2, 3])
+def test_replay_on_several_processes_derives_the_same_bytes_in_the_same_order(jobs: int) -> None:
+    log = mixed_log(600)
+    alone, together = Replayer(), Replayer()
+    expected = [(record, [output_line(row) for row in rows]) for record, rows in derive_all(log, alone)]
+    got = [(record, [output_line(row) for row in rows])
+           for record, rows in derive_all(log, together, jobs, chunk_size=37)]  # many chunks in flight
+    assert got == expected
+    assert sum(len(rows) for _, rows in got) > len(log) // 2
+    assert together.counts == alone.counts and alone.counts["skipped"] > 0

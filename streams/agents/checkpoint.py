@@ -109,7 +109,8 @@ class Checkpoint:
     keepers: list[Keeper]
     max_records: int = 5_000  # a batch this large makes the agents wait for the flusher
     interval: float = 0.0  # seconds at least between the starts of two flushes
-    _pending: dict[tuple[str | None, int], _Partition] = field(default_factory=dict)
+    _by_tid: dict[tuple[str | None, int], _Partition] = field(default_factory=dict)  # the batch, per producer
+    _pending: dict[tuple[str, int], _Partition] = field(default_factory=dict)  # source partition -> its entry above
     _count: int = 0
     _generation: int | None = None
     stats: Stats = field(default_factory=Stats)
@@ -123,10 +124,13 @@ class Checkpoint:
         `key` of `keeper` as changed; all are written at the next flush. The caller follows the
         generation (`follow_generation`) before it loads a state for the event."""
         m = event.message
-        tid = transactional_id(self.app, m.topic, m.partition)
-        part = self._pending.get((tid, m.partition))
+        part = self._pending.get((m.topic, m.partition))
         if part is None:
-            part = self._pending[(tid, m.partition)] = _Partition(tid, m.partition)
+            tid = transactional_id(self.app, m.topic, m.partition)
+            part = self._by_tid.get((tid, m.partition))
+            if part is None:
+                part = self._by_tid[(tid, m.partition)] = _Partition(tid, m.partition)
+            self._pending[(m.topic, m.partition)] = part
         source = source_topic or m.topic
         part.sends.extend(Send(topic_for(self.settings, e, source), e.key.encode("utf-8"), e.value_bytes())
                           for e in outputs)
@@ -145,15 +149,23 @@ class Checkpoint:
         if generation != self._generation:
             for keeper in self.keepers:
                 keeper.forget()
+            self._by_tid.clear()
             self._pending.clear()
             self._count = 0
             self._generation = generation
 
-    async def room(self) -> None:
-        """Wait while the batch being folded is full."""
+    async def room(self) -> bool:
+        """Wait while the batch being folded is full; False if the group rebalanced meanwhile.
+
+        Called between admitting a record and folding it (both agents share one batch, so the room
+        is checked last). A record admitted before a rebalance must not be folded after it: its
+        partition is delivered again from the committed offset, to whichever worker owns it now.
+        """
+        generation = self.continuity.generation
         while self._count >= self.max_records:
             self._room.clear()
             await self._room.wait()
+        return self.app.consumer_generation_id == generation
 
     async def run(self) -> None:
         """The flusher: write and commit whatever was folded, as soon as the previous commit finished."""
@@ -178,7 +190,7 @@ class Checkpoint:
 
     def _take(self) -> list[tuple[_Partition, list[Send]]]:
         """The batch to write, every record of it materialised now (no await here: see the module doc)."""
-        pending, self._pending = self._pending, {}
+        pending, self._by_tid, self._pending = self._by_tid, {}, {}
         self._count = 0
         self._room.set()
         if self._generation != self.continuity.generation:

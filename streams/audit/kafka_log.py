@@ -23,7 +23,7 @@ from streams.core.folds import FOLDS, scope
 from streams.core.source import SourceRecord
 from streams.errors import ConfigError
 from streams.io import read_log
-from streams.replay import Replayer
+from streams.replay import Replayer, derive_all
 from streams.settings import Settings
 
 Stream = tuple[str, str]  # output topic, key
@@ -134,12 +134,12 @@ class Verification:
 
 def replay_log(ordered: list[SourceRecord], replayer: Replayer, in_range: Callable[[SourceRecord], bool],
                recorded: dict[Stream, list[SourceRecord]] | None = None, on_input: Any = None,
-               sink: Callable[[dict[str, Any]], None] | None = None) -> Verification:
-    """Fold `ordered` inputs; write in-range outputs to `sink`, and compare them with `recorded` if given."""
+               sink: Callable[[dict[str, Any]], None] | None = None, jobs: int = 1) -> Verification:
+    """Fold `ordered` inputs (on `jobs` processes); write in-range outputs to `sink`, and compare them with
+    `recorded` if given."""
     result = Verification()
     positions = result.positions
-    for record in ordered:
-        rows = replayer.feed(record)
+    for record, rows in derive_all(ordered, replayer, jobs):
         if on_input is not None:
             on_input(1)
         counted = in_range(record)

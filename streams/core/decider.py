@@ -53,6 +53,7 @@ class CompiledPolicy:
     rules: tuple[AppRule, ...]  # sorted by key
     by_key: Mapping[str, AppRule] = field(compare=False)
     lower_than: Mapping[int, tuple[AppRule, ...]] = field(compare=False)  # priority -> strictly lower rules
+    names: tuple[tuple[str, str], ...] = field(compare=False)  # (name, key) of every rule, in rules order
     source: DeciderPolicy | None = field(default=None, compare=False)  # the record it was compiled from
 
 
@@ -68,7 +69,8 @@ def compile_policy(policy: DeciderPolicy) -> CompiledPolicy:
     starting = {name.casefold(): n for name, n in policy.starting_instances().items()}
     lower_than = {p: tuple(r for r in rules if r.priority > p) for p in range(1, 11)}
     return CompiledPolicy(version=policy.version, capacity=policy.capacity, starting=starting, rules=rules,
-                          by_key={r.key: r for r in rules}, lower_than=lower_than, source=policy)
+                          by_key={r.key: r for r in rules}, lower_than=lower_than,
+                          names=tuple((r.name, r.key) for r in rules), source=policy)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,12 +90,6 @@ class DeciderState:
     @property
     def free(self) -> int:
         return self.capacity - sum(self.instances.values())
-
-    def evolve(self, instances: Mapping[str, int] | None = None, metricals: Mapping[str, float] | None = None,
-               idle: frozenset[str] | None = None) -> DeciderState:
-        """A copy with new instances, metricals or idle set (dataclasses.replace is slow on the hot path)."""
-        return DeciderState(self.policy, self.capacity, self.instances if instances is None else instances,
-                            self.metricals if metricals is None else metricals, self.idle if idle is None else idle)
 
 
 def _mark(idle: frozenset[str], key: str, is_idle: bool) -> frozenset[str]:
@@ -235,7 +231,7 @@ def on_metric(state: DeciderState, app_key: str, metrical: float) -> tuple[Decid
     number = rule.number(metrical)
     idle = _mark(state.idle, app_key, number < 0)
     if number == 0:
-        return state.evolve(metricals=metricals, idle=idle), _verdict(
+        return DeciderState(state.policy, state.capacity, state.instances, metricals, idle), _verdict(
             "steady", "steady", f"{rule.name} at {metrical:g} maps to Number 0: nothing moves")
     if number < 0:
         return _idle(state, rule, metrical, metricals, idle, number)
@@ -246,16 +242,16 @@ def _idle(state: DeciderState, rule: AppRule, metrical: float, metricals: dict[s
           idle: frozenset[str], number: int) -> tuple[DeciderState, Verdict]:
     offer = offered(rule, state.instances[rule.key], number)
     if offer == 0:
-        return state.evolve(metricals=metricals, idle=idle), _verdict(
+        return DeciderState(state.policy, state.capacity, state.instances, metricals, idle), _verdict(
             "idle", "idle_at_min", f"{rule.name} at {metrical:g} is idle but already at MinNum {rule.min_num}")
     if rule.eager:
         instances = {**state.instances, rule.key: state.instances[rule.key] - offer}
         metricals[rule.key] = NEUTRAL
         idle = _mark(idle, rule.key, rule.number(NEUTRAL) < 0)
-        return state.evolve(instances=instances, metricals=metricals, idle=idle), _verdict(
+        return DeciderState(state.policy, state.capacity, instances, metricals, idle), _verdict(
             "idle", "idle_released", f"{rule.name} at {metrical:g} released {offer} to the free pool (eager)",
             [_move(rule.name, FREE, offer, "release")])
-    return state.evolve(metricals=metricals, idle=idle), _verdict(
+    return DeciderState(state.policy, state.capacity, state.instances, metricals, idle), _verdict(
         "idle", "idle_offered", f"{rule.name} at {metrical:g} offers {offer} (lazy: kept until someone needs them)")
 
 
@@ -265,7 +261,7 @@ def _grow(state: DeciderState, rule: AppRule, metrical: float, metricals: dict[s
     me = rule.key
     wanted = number if rule.max_num is None else max(0, min(number, rule.max_num - instances[me]))
     if wanted == 0:
-        return state.evolve(metricals=metricals, idle=idle), _verdict(
+        return DeciderState(state.policy, state.capacity, state.instances, metricals, idle), _verdict(
             "rejected", "at_max_num", f"{rule.name} wants +{number} but is at MaxNum {rule.max_num}")
     need = wanted
     moves: list[MoveRecord] = []
@@ -284,9 +280,14 @@ def _grow(state: DeciderState, rule: AppRule, metrical: float, metricals: dict[s
     # Round 2: idle donors of any priority, lowest priority first, then larger surplus, then name.
     if need:
         by_key = state.policy.by_key
-        offers = {k: surplus(by_key[k], instances[k], metricals[k]) for k in idle if k != me}
-        donors = sorted((by_key[k] for k, offer in offers.items() if offer > 0),
-                        key=lambda r: (-r.priority, -offers[r.key], r.key))
+        offers = {}
+        for k in idle:  # an idle app's Number is negative: it offers min(-Number, instances - MinNum)
+            if k != me:
+                donor = by_key[k]
+                offer = min(-donor.number(metricals[k]), instances[k] - donor.min_num)
+                if offer > 0:
+                    offers[k] = offer
+        donors = sorted((by_key[k] for k in offers), key=lambda r: (-r.priority, -offers[r.key], r.key))
         given = []
         for donor in donors:
             give = min(need, offers[donor.key])
@@ -330,7 +331,7 @@ def _grow(state: DeciderState, rule: AppRule, metrical: float, metricals: dict[s
     code = {"scaled": "granted", "partial": "partially_granted", "rejected": "no_capacity"}[outcome]
     capped = f" (capped by MaxNum {rule.max_num})" if wanted < number else ""
     reason = f"{rule.name} at {metrical:g} wants +{wanted}{capped}: " + "; ".join(notes) + f"; granted {granted}"
-    return state.evolve(instances=instances, metricals=metricals, idle=idle), _verdict(
+    return DeciderState(state.policy, state.capacity, instances, metricals, idle), _verdict(
         outcome, code, reason, moves, requested=wanted, granted=granted, scores=scores)
 
 

@@ -18,8 +18,9 @@ from schemas.cluster import ClusterEvent, InstancesObserved, PoolCapacitySet
 from schemas.policy import DeciderPolicy, JusticePolicy, PolicyRecord
 from streams.core import decider, justice
 from streams.core.deadletter import Rejected, rejected
-from streams.core.evolve import evolve
+from streams.core.decider import DeciderState
 from streams.core.intake import error_text, parse, readable
+from streams.core.justice import JusticeState
 from streams.core.outputs import Emit
 from streams.core.source import SourceRecord, cause_of, named_key, origin, record_key
 
@@ -44,8 +45,13 @@ class PoolState:
     applied: int = 0  # inputs applied so far: the next one's `cause.position` is this + 1
 
     def next_seq(self, stream: str) -> tuple[PoolState, int]:
+        return self.numbered(stream, self.decider, self.justice)
+
+    def numbered(self, stream: str, with_decider: DeciderState | None,
+                 with_justice: JusticeState | None) -> tuple[PoolState, int]:
+        """This state with the decider and justice given, and the next seq of `stream` taken: one copy per record."""
         seq = self.seqs.get(stream, 0) + 1
-        return PoolState(self.decider, self.justice, {**self.seqs, stream: seq}, self.offsets, self.applied), seq
+        return PoolState(with_decider, with_justice, {**self.seqs, stream: seq}, self.offsets, self.applied), seq
 
 
 def admit(state: PoolState, record: SourceRecord) -> PoolState | None:
@@ -75,12 +81,12 @@ def apply(state: PoolState, record: SourceRecord, topic: str) -> tuple[PoolState
     state = admitted
     pool = key_of(record, topic)
     try:
+        if topic == PLUGIN_DECIDER:  # the busiest first
+            return _decider_metric(state, record, pool)
         if topic == POLICIES:
             return _policy(state, record, pool)
         if topic == CLUSTER_EVENTS:
             return _cluster(state, record, pool)
-        if topic == PLUGIN_DECIDER:
-            return _decider_metric(state, record, pool)
         if topic == PLUGIN_JUSTICE:
             return _justice_metric(state, record, pool)
         raise Rejected("unknown_topic", f"tribunal does not read topic {topic!r}")
@@ -109,13 +115,13 @@ def _policy(state: PoolState, record: SourceRecord, pool: str) -> tuple[PoolStat
     policy = _load(_POLICY, record, "policy")
     if isinstance(policy, DeciderPolicy):
         started, verdict = decider.adopt(state.decider, policy)
-        return _decision(evolve(state, decider=started), record, pool, _trigger("policy"), verdict)
+        return _decision(state, started, record, pool, _trigger("policy"), verdict)
     assert isinstance(policy, JusticePolicy)
     rules = justice.adopt(state.justice, policy)
     current = {rules.policy.apps[k]: v for k, v in rules.targets.items()}
     adopted = justice.JusticeVerdict("policy", None, current, dict.fromkeys(current, 0), False,
                                      f"justice policy {policy.version} adopted (driver {rules.policy.driver})")
-    return _justice_outcome(evolve(state, justice=rules), record, pool, None, adopted)
+    return _justice_outcome(state, rules, record, pool, None, adopted)
 
 
 def _cluster(state: PoolState, record: SourceRecord, pool: str) -> tuple[PoolState, list[Emit]]:
@@ -131,7 +137,7 @@ def _cluster(state: PoolState, record: SourceRecord, pool: str) -> tuple[PoolSta
         observed = {_app_key(current, name, pool): n for name, n in event.instances.items()}
         new, verdict = decider.observe(current, observed)
         trigger = _trigger("observed")
-    return _decision(evolve(state, decider=new), record, pool, trigger, verdict)
+    return _decision(state, new, record, pool, trigger, verdict)
 
 
 def _trigger(kind: str, capacity: int | None = None) -> dict[str, Any]:
@@ -160,22 +166,22 @@ def _decider_metric(state: PoolState, record: SourceRecord, pool: str) -> tuple[
     key = _app_key(current, app, pool)
     new, verdict = decider.on_metric(current, key, metrical)
     trigger = {"kind": "metric", "app": current.policy.by_key[key].name, "metrical": metrical, "capacity": None}
-    return _decision(evolve(state, decider=new), record, pool, trigger, verdict)
+    return _decision(state, new, record, pool, trigger, verdict)
 
 
-def _decision(state: PoolState, record: SourceRecord, pool: str, trigger: Mapping[str, Any],
-              verdict: decider.Verdict) -> tuple[PoolState, list[Emit]]:
-    """The `ScalingDecision` record, as a mapping in the model's field order (the hot path)."""
-    current = state.decider
-    assert current is not None
-    state, seq = state.next_seq(SCALING_DECISIONS)
-    rules = current.policy.rules
+def _decision(state: PoolState, current: decider.DeciderState, record: SourceRecord, pool: str,
+              trigger: Mapping[str, Any], verdict: decider.Verdict) -> tuple[PoolState, list[Emit]]:
+    """The admitted `state` with decider `current`, and its `ScalingDecision` record, as a mapping in the
+    model's field order (the hot path)."""
+    state, seq = state.numbered(SCALING_DECISIONS, current, state.justice)
+    names = current.policy.names
+    instances, metricals = current.instances, current.metricals
     out = {
         "type": "ScalingDecision", "pool": pool, "seq": seq, "cause": cause_of(record, state.applied),
         "policy_version": current.policy.version, "trigger": trigger, "outcome": verdict.outcome,
         "requested": verdict.requested, "granted": verdict.granted, "moves": list(verdict.moves),
-        "instances": {r.name: current.instances[r.key] for r in rules},
-        "metricals": {r.name: current.metricals[r.key] for r in rules},
+        "instances": {name: instances[key] for name, key in names},
+        "metricals": {name: metricals[key] for name, key in names},
         "capacity": current.capacity, "free": current.free, "scores": dict(verdict.scores),
         "reason_code": verdict.reason_code, "reason": verdict.reason,
     }
@@ -194,14 +200,12 @@ def _justice_metric(state: PoolState, record: SourceRecord, pool: str) -> tuple[
         raise Rejected("not_driver", f"app {app!r} does not drive justice in pool {pool!r} "
                                      f"(the driver is {current.policy.driver!r})")
     new, verdict = justice.on_metric(current, metrical)
-    return _justice_outcome(evolve(state, justice=new), record, pool, metrical, verdict)
+    return _justice_outcome(state, new, record, pool, metrical, verdict)
 
 
-def _justice_outcome(state: PoolState, record: SourceRecord, pool: str, metrical: float | None,
-                     verdict: justice.JusticeVerdict) -> tuple[PoolState, list[Emit]]:
-    new = state.justice
-    assert new is not None
-    state, seq = state.next_seq(JUSTICE_OUTCOMES)
+def _justice_outcome(state: PoolState, new: justice.JusticeState, record: SourceRecord, pool: str,
+                     metrical: float | None, verdict: justice.JusticeVerdict) -> tuple[PoolState, list[Emit]]:
+    state, seq = state.numbered(JUSTICE_OUTCOMES, state.decider, new)
     out = {"type": "JusticeOutcome", "pool": pool, "seq": seq, "cause": cause_of(record, state.applied),
            "policy_version": new.policy.version, "driver": new.policy.driver, "metrical": metrical,
            "outcome": verdict.outcome, "rule": verdict.rule, "targets": dict(verdict.targets),

@@ -28,35 +28,47 @@ from tests.helpers import Worker, produce_all, read_committed, tribunal
 pytestmark = pytest.mark.integration
 
 POOLS, METRICS = 12, 1_500
+GROUPS, SCHEDULERS, JOBS = ("g1", "g2"), 4, 60
+BROKEN = b"{not an envelope"
+FIRST = 1_700_000_000_000  # the first record's timestamp (ms)
 
 
-def the_log(seed: int) -> list[tuple[str, bytes | None, bytes | None]]:
-    """(logical topic, key, value): the same for every batch size."""
+Record = tuple[str, bytes | None, bytes | None]  # (logical topic, key, value)
+
+
+def the_log(seed: int) -> tuple[list[Record], list[Record]]:
+    """The same two phases for every batch size: set-up (policies, scheduler registrations), then load.
+
+    Kafka orders a partition, not two topics: a key's records on two input topics may be folded
+    in either interleaving. So the set-up is folded before the load is produced, and within the
+    load each fold reads a single topic (metrics; job events), whose order is the log's.
+    """
     rng = random.Random(seed)
-    log: list[tuple[str, bytes | None, bytes | None]] = [
+    setup: list[Record] = [
         ("policies", f"pool-{i:02d}".encode(), json.dumps(pool_policy(i)).encode()) for i in range(POOLS)]
+    load: list[Record] = []
     for _ in range(METRICS):
         pool = f"pool-{rng.randrange(POOLS):02d}".encode()
         if rng.random() < 0.03:
-            log.append(("plugin_decider", pool, b"{not an envelope"))
+            load.append(("plugin_decider", pool, BROKEN))
         else:
-            log.append(("plugin_decider", pool, envelope(rng.choice(["ats", "hadoop", "redis", "spark"]),
-                                                         rng.randrange(101), "plugin_decider")))
-    for group in ("g1", "g2"):
-        for i in range(4):
+            load.append(("plugin_decider", pool, envelope(rng.choice(["ats", "hadoop", "redis", "spark"]),
+                                                          rng.randrange(101), "plugin_decider")))
+    for group in GROUPS:
+        for i in range(SCHEDULERS):
             event = {"type": "SchedulerRegistered", "group": group, "scheduler": f"s{i}", "fault_tolerance": 1 + i % 2}
-            log.append((TOPIC_OF[event["type"]], group.encode(), json.dumps(event).encode()))
-        for j in range(60):
+            setup.append((TOPIC_OF[event["type"]], group.encode(), json.dumps(event).encode()))
+        for j in range(JOBS):
             event = {"type": "JobCreated", "group": group, "job": f"job-{j}"}
-            log.append((TOPIC_OF[event["type"]], group.encode(), json.dumps(event).encode()))
-    return log
+            load.append((TOPIC_OF[event["type"]], group.encode(), json.dumps(event).encode()))
+    return setup, load
 
 
 OUTPUTS = ("scaling-decisions", "plugin_decider.dlq", *limits.OUTPUTS)
 
 
 def committed(kafka: str, prefix: str, topic: str) -> list[Any]:
-    return asyncio.run(read_committed(kafka, prefix + topic, 1 << 30, timeout=8))
+    return asyncio.run(read_committed(kafka, prefix + topic, 1 << 30, timeout=3))
 
 
 def stats(env: dict[str, str]) -> dict[str, Any]:
@@ -64,23 +76,34 @@ def stats(env: dict[str, str]) -> dict[str, Any]:
         return json.load(page)
 
 
-def run_with_batches_of(kafka: str, worker_env: dict[str, str], unique: str, size: int, log: list[Any],
-                        tmp_path: Path) -> tuple[dict[str, list[bytes]], dict[str, Any]]:
+def wait_for(kafka: str, prefix: str, counts: dict[str, int], seconds: float = 240) -> None:
+    """Until each topic holds its count of committed records (as many as the inputs folded)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if all(len(asyncio.run(read_committed(kafka, prefix + topic, n, timeout=3))) >= n
+               for topic, n in counts.items()):
+            return
+    raise AssertionError(f"not every input was folded within {seconds} s: {counts}")
+
+
+def run_with_batches_of(kafka: str, worker_env: dict[str, str], unique: str, size: int,
+                        log: tuple[list[Record], list[Record]], tmp_path: Path
+                        ) -> tuple[dict[str, list[bytes]], dict[str, Any]]:
     prefix = f"{unique}b{size}."
     env = {**worker_env, "TRIBUNAL_TOPIC_PREFIX": prefix, "TRIBUNAL_APP_ID": f"{unique}b{size}",
            "TRIBUNAL_DATA_DIR": str(tmp_path / f"w{size}"), "TRIBUNAL_MAX_BATCH": str(size)}
     tribunal("topics", "create", env=env)
-    asyncio.run(produce_all(kafka, [(prefix + topic, key, value) for topic, key, value in log]))
+    setup, load = log
     worker = Worker(env, tmp_path / f"w{size}.log")
     worker.start()
     try:
-        expected = POOLS + METRICS
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline:  # every input folded and committed
-            decided = asyncio.run(read_committed(kafka, prefix + "scaling-decisions", 1 << 30, timeout=3))
-            dead = asyncio.run(read_committed(kafka, prefix + "plugin_decider.dlq", 1 << 30, timeout=1))
-            if len(decided) + len(dead) >= expected:
-                break
+        # causes carry timestamps: stamped alike in every run
+        asyncio.run(produce_all(kafka, [(prefix + t, k, v) for t, k, v in setup], first_timestamp=FIRST))
+        wait_for(kafka, prefix, {"scaling-decisions": POOLS, limits.GROUP_HEALTH: len(GROUPS) * SCHEDULERS})
+        asyncio.run(produce_all(kafka, [(prefix + t, k, v) for t, k, v in load], first_timestamp=FIRST + len(setup)))
+        dead = sum(1 for t, _, v in load if t == "plugin_decider" and v == BROKEN)
+        wait_for(kafka, prefix, {"scaling-decisions": POOLS + METRICS - dead, "plugin_decider.dlq": dead,
+                                 limits.GROUP_HEALTH: len(GROUPS) * (SCHEDULERS + JOBS)})
         seen = stats(env)
         verified = tribunal("replay", "--from-kafka", "--verify", env=env)
         assert "verified:" in verified.stdout, verified.stdout + verified.stderr
