@@ -215,8 +215,9 @@ def breakdown(r: Result) -> str:
     """Where a record's time went in the worker: microseconds per record."""
     s, n = r.stats, max(1, r.stats["records"])
     wall = r.phase.records / r.throughput
-    us = {"fold": s["fold"], "write": s["write"], "commit (waiting on the broker)": s["commit"]}
-    us["Faust (deliver, iterate) and the rest"] = max(0.0, r.cpu - s["fold"] - s["write"])
+    us = {"agents waiting for Faust's next record": s["waiting"], "admit": s["admit"], "fold": s["fold"],
+          "write": s["write"], "commit (waiting on the broker)": s["commit"]}
+    us["worker CPU outside fold and write (Faust, aiokafka)"] = max(0.0, r.cpu - s["fold"] - s["write"])
     parts = ", ".join(f"{k} {v / n * 1e6:.0f}" for k, v in us.items())
     return (f"{r.phase.name}: {n:.0f} records in {s['batches']:.0f} batches (largest {s['largest']:.0f}); "
             f"us/record: {parts}; worker CPU {r.cpu / n * 1e6:.0f} us/record ({r.cpu / wall:.0%} of a core)")

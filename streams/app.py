@@ -276,12 +276,19 @@ def add_fold_agent(app: faust.App, settings: Settings, fold: folds.Fold, keeper:
     stats = checkpoint.stats
 
     async def run(stream: Any) -> None:
+        handled = time.perf_counter()
         async for event in stream.events():
+            started = time.perf_counter()
+            stats.waiting += started - handled
             if await continuity.admit(event) and await checkpoint.room():
-                started = time.perf_counter()
+                folding = time.perf_counter()
+                stats.admit += folding - started
                 checkpoint.follow_generation()
                 handle(event)
-                stats.fold += time.perf_counter() - started
+                handled = time.perf_counter()
+                stats.fold += handled - folding
+            else:
+                handled = time.perf_counter()
 
     app.agent(topic, name=fold.name)(run)
     return {*names, repartition}

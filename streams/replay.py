@@ -171,9 +171,9 @@ def derive_all(records: Iterable[SourceRecord], replayer: Replayer, jobs: int = 
     try:
         for chunk in _chunks(records, chunk_size):
             shards = [_shard(record, replayer.topic_prefix, jobs) for record in chunk]
-            parts: list[list[SourceRecord]] = [[] for _ in range(jobs)]
-            for record, shard in zip(chunk, shards, strict=True):
-                parts[shard].append(record)
+            parts: list[list[tuple[Any, ...]]] = [[] for _ in range(jobs)]
+            for r, shard in zip(chunk, shards, strict=True):  # plain tuples: they cross a process boundary cheaply
+                parts[shard].append((r.topic, r.partition, r.offset, r.timestamp, r.key, r.value))
             for inbox, part in zip(inboxes, parts, strict=True):
                 inbox.put(part)
             handed.append((chunk, shards))
@@ -224,16 +224,17 @@ def _get(outbox: Any, proc: Any) -> Any:
 
 
 def _merge(replayer: Replayer, chunk: list[SourceRecord], shards: list[int],
-           parts: list[list[list[dict[str, Any]]]]) -> Iterator[tuple[SourceRecord, list[dict[str, Any]]]]:
+           parts: list[list[list[tuple[Any, ...]]]]) -> Iterator[tuple[SourceRecord, list[dict[str, Any]]]]:
     """One chunk's rows from every process, back in input order, offsets numbered as `Replayer.feed` does."""
     taken = [iter(part) for part in parts]
     offsets = replayer._next_offset
     for record, shard in zip(chunk, shards, strict=True):
-        rows = next(taken[shard])
-        for row in rows:
-            where = (row["topic"], row["partition"])
-            row["offset"] = offsets.get(where, 0)
-            offsets[where] = row["offset"] + 1
+        rows = []
+        for topic, partition, timestamp, key, value in next(taken[shard]):
+            offset = offsets.get((topic, partition), 0)
+            offsets[(topic, partition)] = offset + 1
+            rows.append({"topic": topic, "partition": partition, "offset": offset, "timestamp": timestamp,
+                         "key": key, "value": value})
         yield record, rows
 
 
@@ -241,5 +242,6 @@ def _derive_shard(inbox: Any, outbox: Any, topic_prefix: str) -> None:
     """One process's share of a parallel replay: the keys sent to it, folded in the order received."""
     replayer = Replayer(topic_prefix=topic_prefix)
     while (part := inbox.get()) is not None:
-        outbox.put([replayer.derive(record) for record in part])
+        outbox.put([[(r["topic"], r["partition"], r["timestamp"], r["key"], r["value"])
+                     for r in replayer.derive(SourceRecord(*fields))] for fields in part])
     outbox.put(replayer.counts)

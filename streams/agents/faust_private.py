@@ -6,7 +6,9 @@ into Faust only through a function here, so a Faust upgrade means reading this o
 
 * `transaction_producer`: a record's changelog writes and outputs are sent by the transactional
   producer of its source partition, under the lock Faust commits that producer under
-  (`Producer._transaction_producers`, `_trn_locks`); `encoded` gives a table's key and value
+  (`Producer._transaction_producers`, `_trn_locks`); at-least-once, by the aiokafka producer
+  behind Faust's (`plain_producer`: `Producer._ensure_producer`), as whole record batches;
+  `encoded` gives a table's key and value
   bytes as its changelog carries them (`Store._encode_key`, `_encode_value`); `set_locally`
   sets a table entry in the local store for a given event's partition from outside the agent
   (the RocksDB store takes the partition from Faust's current-event context variable,
@@ -59,7 +61,7 @@ def check() -> None:
     wanted = [(AIOKafkaConsumerThread, "_highwaters"), (Producer, "_transaction_producers"),
               (Producer, "_trn_locks"), (Store, "_encode_key"), (Store, "_encode_value"),
               (Consumer, "_new_offset"), (Consumer, "_add_gap"), (Producer, "commit_transactions"),
-              (Producer, "_settings_extra")]
+              (Producer, "_settings_extra"), (Producer, "_ensure_producer")]
     missing = [f"{cls.__name__}.{name}" for cls, name in wanted if not hasattr(cls, name)]
     if not hasattr(faust.streams, "_current_event"):
         missing.append("faust.streams._current_event")
@@ -136,6 +138,11 @@ def set_locally(table: Any, key: Any, value: Any, event: Any) -> None:
         table.data[key] = value
     finally:
         _current_event.reset(token)
+
+
+def plain_producer(producer: Any) -> Any:
+    """The aiokafka producer behind Faust's producer when there are no transactions (at-least-once)."""
+    return producer._ensure_producer()
 
 
 def encoded(table: Any, key: Any, value: Any) -> tuple[bytes, bytes | None]:
