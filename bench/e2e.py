@@ -2,6 +2,7 @@
 
 Both run in this one process's view of one broker (a fresh local stack, free ports):
   baseline  a bare aiokafka loop: consume a record, produce one record (no state, no transactions);
+  Faust     a Faust agent that only counts events (bench/bare_faust.py): Faust's own ceiling;
   tribunal  `tribunal worker` as a separate process: decider fold, tables, transactional outputs.
 Throughput: a backlog of --records metric envelopes over 20 pools, timed from the first record
 produced to the last output visible to a read_committed consumer. Latency: --rate records/s for
@@ -149,6 +150,20 @@ async def run_baseline(bootstrap: str, records: int, rate: float, seconds: float
     return (throughput, *latencies(seen))
 
 
+def bare_faust(bootstrap: str, records: int) -> float:
+    """Records/s of a Faust agent that only counts, draining a backlog of `records` (bench/bare_faust.py)."""
+    asyncio.run(create(bootstrap, ["faust-in"]))
+    asyncio.run(produce(bootstrap, "faust-in", metrics(records, 3)))
+    script = Path(__file__).with_name("bare_faust.py")
+    proc = subprocess.run([sys.executable, str(script), "worker", "-l", "warn"], cwd=script.parent, timeout=600,
+                          env={**os.environ, "BARE_BOOTSTRAP": bootstrap, "BARE_TOPIC": "faust-in",
+                               "BARE_COUNT": str(records)}, capture_output=True, text=True)
+    rates = [line.split()[-1] for line in (proc.stdout + proc.stderr).splitlines() if "rate " in line]
+    if not rates:
+        raise RuntimeError(f"bare Faust agent printed no rate:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
+    return float(rates[-1])
+
+
 @dataclass
 class Phase:
     name: str
@@ -243,6 +258,7 @@ def main() -> None:
         try:
             bootstrap = cluster.topology.bootstrap
             base = asyncio.run(run_baseline(bootstrap, args.records, args.rate, args.seconds))
+            faust_only = bare_faust(bootstrap, args.records)
             ours = [asyncio.run(run_phase(bootstrap, phase, i, Path(tmp))) for i, phase in enumerate(phases)]
         finally:
             cluster.down()
@@ -250,6 +266,7 @@ def main() -> None:
           f"and {args.high_rate:g}/s for {args.high_seconds:g}s")
     print(f"{'':<36} {'records/s':>10} {'p50 ms':>8} {'p99 ms':>8}")
     print(f"{'aiokafka loop, backlog / 1,000/s':<36} {base[0]:>10,.0f} {base[1]:>8.1f} {base[2]:>8.1f}")
+    print(f"{'Faust agent that only counts':<36} {faust_only:>10,.0f}  (drains a backlog already produced)")
     for r in ours:
         if r.phase.rate is None:
             print(f"{'tribunal ' + r.phase.name:<36} {r.throughput:>10,.0f}")
@@ -258,6 +275,7 @@ def main() -> None:
             print(f"{'tribunal ' + r.phase.name:<36} {r.throughput:>10,.0f} {p50:>8.1f} {p99:>8.1f}"
                   f"  ({r.behind} decisions outstanding when the last input was produced)")
     keyed, misrouted = ours[0], ours[-1]
+    print(f"throughput ratio tribunal/Faust-only agent: {keyed.throughput / faust_only:.2f}")
     print(f"throughput ratio tribunal/baseline: {keyed.throughput / base[0]:.2f}; misrouted/baseline: "
           f"{misrouted.throughput / base[0]:.2f}; misrouted/keyed: {misrouted.throughput / keyed.throughput:.2f}")
     for r in ours:

@@ -179,10 +179,10 @@ def _decision(state: PoolState, current: decider.DeciderState, record: SourceRec
     out = {
         "type": "ScalingDecision", "pool": pool, "seq": seq, "cause": cause_of(record, state.applied),
         "policy_version": current.policy.version, "trigger": trigger, "outcome": verdict.outcome,
-        "requested": verdict.requested, "granted": verdict.granted, "moves": list(verdict.moves),
+        "requested": verdict.requested, "granted": verdict.granted, "moves": verdict.moves,
         "instances": {name: instances[key] for name, key in names},
         "metricals": {name: metricals[key] for name, key in names},
-        "capacity": current.capacity, "free": current.free, "scores": dict(verdict.scores),
+        "capacity": current.capacity, "free": current.free, "scores": verdict.scores,
         "reason_code": verdict.reason_code, "reason": verdict.reason,
     }
     return state, [Emit(SCALING_DECISIONS, pool, out)]

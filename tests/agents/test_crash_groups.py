@@ -22,7 +22,7 @@ from tests.helpers import Worker, produce_while_killing, read_committed, tribuna
 
 pytestmark = pytest.mark.integration
 
-GROUPS, EVENTS, KILLS = 10, 4_000, 4
+GROUPS, EVENTS, KILLS = 10, 4_000, 10
 
 
 def events(rng: random.Random) -> list[dict[str, Any]]:
@@ -53,7 +53,7 @@ def test_sigkill_loses_and_duplicates_no_group_record(kafka: str, unique: str, w
     rng = random.Random(seed)
     p = f"{unique}."
     records = [(p + TOPIC_OF[e["type"]], e["group"].encode(), json.dumps(e).encode()) for e in events(rng)]
-    _, kills = produce_while_killing(kafka, records, 250, worker, rng, KILLS, longest=4.0)  # about 16 s
+    _, kills = produce_while_killing(kafka, records, 250, worker, rng, KILLS, longest=2.0)  # 16 s of input
 
     got = [json.loads(r.value) for r in asyncio.run(
         read_committed(kafka, p + limits.GROUP_HEALTH, EVENTS, timeout=300))]
