@@ -15,7 +15,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
-from typing import Any
+from typing import Any, NamedTuple
 
 from schemas.decisions import Outcome, Round
 from schemas.policy import METRICAL_MAX, AppPolicy, DeciderPolicy
@@ -73,8 +73,9 @@ def compile_policy(policy: DeciderPolicy) -> CompiledPolicy:
                           names=tuple((r.name, r.key) for r in rules), source=policy)
 
 
-@dataclass(frozen=True, slots=True)
-class DeciderState:
+class DeciderState(NamedTuple):
+    """A pool's decider state; a named tuple, built once per record (see `streams.core.outputs`)."""
+
     policy: CompiledPolicy
     capacity: int
     instances: Mapping[str, int]
@@ -98,8 +99,7 @@ def _mark(idle: frozenset[str], key: str, is_idle: bool) -> frozenset[str]:
     return idle | {key} if is_idle else idle - {key}
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
+class Verdict(NamedTuple):
     outcome: Outcome
     requested: int
     granted: int
@@ -172,7 +172,7 @@ def adopt(state: DeciderState | None, policy: DeciderPolicy) -> tuple[DeciderSta
 def set_capacity(state: DeciderState, capacity: int) -> tuple[DeciderState, Verdict]:
     """PoolCapacitySet: a new capacity; evict from the lowest priority first if it no longer fits."""
     before = state.capacity
-    state, moves, note = _evict(replace(state, capacity=capacity))
+    state, moves, note = _evict(state._replace(capacity=capacity))
     if moves:
         return state, _verdict("evicted", "capacity_evicted", f"capacity {before} -> {capacity}; {note}", moves)
     return state, _verdict("resized", "capacity_set", f"capacity {before} -> {capacity}; free {state.free}")
@@ -189,7 +189,7 @@ def observe(state: DeciderState, observed: Mapping[str, int]) -> tuple[DeciderSt
             moves.append(_move(FREE, rule.name, delta, "observed") if delta > 0
                          else _move(rule.name, FREE, -delta, "observed"))
         instances[key] = observed[key]
-    state, evicted, note = _evict(replace(state, instances=instances))
+    state, evicted, note = _evict(state._replace(instances=instances))
     reason = "observed " + ", ".join(f"{state.policy.by_key[k].name} {observed[k]}" for k in sorted(observed))
     if evicted:
         return state, _verdict("evicted", "observed_evicted", f"{reason}; {note}", [*moves, *evicted])
@@ -220,7 +220,7 @@ def _evict(state: DeciderState) -> tuple[DeciderState, list[MoveRecord], str]:
     note = "evicted " + ", ".join(f"{state.policy.by_key[k].name} -{n}" for k, n in sorted(taken.items()))
     if below_min:
         note += " (capacity is below the sum of MinNum: MinNum could not be kept)"
-    return replace(state, instances=instances), moves, note
+    return state._replace(instances=instances), moves, note
 
 
 # -- metrics ------------------------------------------------------------------------------------

@@ -24,18 +24,20 @@ def error_text(error: ValidationError) -> str:
     )
 
 
-def readable(record: SourceRecord) -> bytes:
-    """The record's value, or `Rejected` when its key cannot name a pool or it has no value."""
-    if record_key(record) == UNREADABLE_KEY:
+def readable(record: SourceRecord, key: str | None = None) -> bytes:
+    """The record's value, or `Rejected` when its key (`record_key`, if not given) cannot name a pool or
+    it has no value."""
+    if (record_key(record) if key is None else key) == UNREADABLE_KEY:
         raise Rejected("bad_key", "record key is not UTF-8 text (the key names the pool)")
     if record.value is None:
         raise Rejected("empty_value", "record has no value")
     return record.value
 
 
-def parse(record: SourceRecord, channel: str) -> tuple[str, float]:
-    """The (app, metrical) a record carries, or `Rejected` saying exactly what is wrong."""
-    return _metric(readable(record), channel)
+def parse(record: SourceRecord, channel: str, key: str | None = None) -> tuple[str, float]:
+    """The (app, metrical) a record carries, or `Rejected` saying exactly what is wrong (`key`: its
+    `record_key`, if the caller has it)."""
+    return _metric(readable(record, key), channel)
 
 
 @lru_cache(maxsize=1 << 16)

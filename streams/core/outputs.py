@@ -3,14 +3,15 @@
 Streams are named logically (`scaling-decisions`, `dlq`); the shell maps them to real topic
 names (with the deployment's prefix, or `<input topic>.dlq`), so the core never knows where it
 runs. A record is a pydantic model, or, on the hot paths, a plain mapping laid out in the field
-order of its model in `schemas/` (tests validate every such output against its model).
+order of its model in `schemas/` (tests validate every such output against its model). Records
+built once per input are named tuples, not frozen dataclasses: as immutable, and built in a third
+of the time (a frozen dataclass sets each field through `object.__setattr__`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -19,14 +20,16 @@ from schemas.common import Record
 DLQ = "dlq"
 
 
-@dataclass(frozen=True, slots=True)
-class Emit:
+class Emit(NamedTuple):
     stream: str
     key: str
     record: Record | Mapping[str, Any]
 
     def value_bytes(self) -> bytes:
         """The canonical encoding: compact UTF-8 JSON, fields in model order; same record, same bytes."""
-        if isinstance(self.record, Record):
-            return orjson.dumps(self.record.model_dump(mode="json", by_alias=True))
-        return orjson.dumps(self.record)
+        record = self.record
+        if type(record) is dict:  # the hot paths' records: checked first, as a pydantic isinstance is slower
+            return orjson.dumps(record)
+        if isinstance(record, Record):
+            return orjson.dumps(record.model_dump(mode="json", by_alias=True))
+        return orjson.dumps(record)

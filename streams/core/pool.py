@@ -9,8 +9,8 @@ to the dead-letter stream with the reason; it is idempotent by input offset.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -32,16 +32,18 @@ INPUTS = (POLICIES, CLUSTER_EVENTS, PLUGIN_DECIDER, PLUGIN_JUSTICE)
 SCALING_DECISIONS = "scaling-decisions"
 JUSTICE_OUTCOMES = "justice-outcomes"
 
+EMPTY: Mapping[str, int] = MappingProxyType({})  # a shared default nobody can change
 _POLICY = TypeAdapter(PolicyRecord)
 _CLUSTER = TypeAdapter(ClusterEvent)
 
 
-@dataclass(frozen=True, slots=True)
-class PoolState:
-    decider: decider.DeciderState | None = None
-    justice: justice.JusticeState | None = None
-    seqs: Mapping[str, int] = field(default_factory=dict)  # output stream -> last seq
-    offsets: Mapping[str, int] = field(default_factory=dict)  # "topic:partition" -> last offset applied
+class PoolState(NamedTuple):
+    """A pool's state; a named tuple, built once or twice per record (see `streams.core.outputs`)."""
+
+    decider: DeciderState | None = None
+    justice: JusticeState | None = None
+    seqs: Mapping[str, int] = EMPTY  # output stream -> last seq
+    offsets: Mapping[str, int] = EMPTY  # "topic:partition" -> last offset applied
     applied: int = 0  # inputs applied so far: the next one's `cause.position` is this + 1
 
     def next_seq(self, stream: str) -> tuple[PoolState, int]:
@@ -161,7 +163,7 @@ def _app_key(current: decider.DeciderState, app: str, pool: str) -> str:
 
 
 def _decider_metric(state: PoolState, record: SourceRecord, pool: str) -> tuple[PoolState, list[Emit]]:
-    app, metrical = parse(record, PLUGIN_DECIDER)
+    app, metrical = parse(record, PLUGIN_DECIDER, pool)  # a metric's pool is its record key
     current = _decider_of(state, pool)
     key = _app_key(current, app, pool)
     new, verdict = decider.on_metric(current, key, metrical)

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -13,8 +12,9 @@ DEFAULT_POOL = "default"
 UNREADABLE_KEY = "<unreadable-key>"
 
 
-@dataclass(frozen=True, slots=True)
-class SourceRecord:
+class SourceRecord(NamedTuple):
+    """One per input record, so a named tuple (see `streams.core.outputs`)."""
+
     topic: str
     partition: int
     offset: int
