@@ -22,6 +22,7 @@ import asyncio
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -245,6 +246,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--high-rate", type=float, default=5000.0)
     parser.add_argument("--high-seconds", type=float, default=30.0)
+    parser.add_argument("--keep", type=Path, help="copy the workers' logs to this directory")
     args = parser.parse_args()
     latency = int(args.rate * args.seconds)
     phases = [Phase("backlog, exactly-once", args.records), Phase("1,000/s exactly-once", latency, args.rate),
@@ -258,8 +260,10 @@ def main() -> None:
         try:
             bootstrap = cluster.topology.bootstrap
             base = asyncio.run(run_baseline(bootstrap, args.records, args.rate, args.seconds))
-            faust_only = bare_faust(bootstrap, args.records)
             ours = [asyncio.run(run_phase(bootstrap, phase, i, Path(tmp))) for i, phase in enumerate(phases)]
+            faust_only = bare_faust(bootstrap, args.records)
+            if args.keep:
+                shutil.copytree(tmp, args.keep, dirs_exist_ok=True, ignore=shutil.ignore_patterns("*kafka*", "*zk*"))
         finally:
             cluster.down()
     print(f"{describe()}; {args.records} records backlog; latency at {args.rate:g}/s for {args.seconds:g}s "

@@ -149,7 +149,8 @@ class CachedKeeper:
     def decode(self, key: str, stored: Any) -> Any:
         raise NotImplementedError
 
-    def encode(self, key: str) -> list[tuple[Any, str, Any]]:
+    def writes(self, key: str) -> list[tuple[Any, str, Any]]:
+        """(table, key, value) for each table entry that stores `key`'s current state."""
         raise NotImplementedError
 
     def load(self, key: str) -> Any:
@@ -160,9 +161,6 @@ class CachedKeeper:
 
     def keep(self, key: str, before: Any, after: Any) -> None:
         self.cache[key] = after
-
-    def writes(self, key: str) -> list[tuple[Any, str, Any]]:
-        return self.encode(key)
 
     def forget(self) -> None:
         self.cache.clear()
@@ -184,7 +182,7 @@ class PoolKeeper(CachedKeeper):
         if snapshot.policies_changed(before, after):
             self.new_policies.add(key)
 
-    def encode(self, key: str) -> list[tuple[Any, str, Any]]:
+    def writes(self, key: str) -> list[tuple[Any, str, Any]]:
         state = self.cache[key]
         out = []
         if key in self.new_policies:
@@ -204,7 +202,7 @@ class GroupKeeper(CachedKeeper):
     def decode(self, key: str, stored: Any) -> limits.GroupState:
         return limits.load(stored)
 
-    def encode(self, key: str) -> list[tuple[Any, str, Any]]:
+    def writes(self, key: str) -> list[tuple[Any, str, Any]]:
         return [(self.states, key, limits.dump(self.cache[key]))]
 
 
