@@ -519,18 +519,19 @@ def replay(input_file: Annotated[Path | None, typer.Option("--input", "-i", help
         raise TribunalError("give --output FILE (or --verify)")
     settings = _settings(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
     replayer = Replayer(topic_prefix=settings.topic_prefix)
+    processes = jobs or os.cpu_count() or 1
     started = time.perf_counter()
     sink = None
     if output_file is not None:
         sink = sys.stdout.buffer if str(output_file) == "-" else _open(output_file, "wb")
     try:
         if from_kafka:
-            _replay_kafka(settings, replayer, sink, verify, start, end, jobs or os.cpu_count() or 1)
+            _replay_kafka(settings, replayer, sink, verify, start, end, processes)
         else:
             assert input_file is not None and sink is not None
             source = sys.stdin.buffer if str(input_file) == "-" else _open(input_file, "rb")
             try:
-                for line in replay_lines(source, replayer, jobs or os.cpu_count() or 1):
+                for line in replay_lines(source, replayer, processes):
                     sink.write(line + b"\n")
             finally:
                 if source is not sys.stdin.buffer:

@@ -79,7 +79,10 @@ class Replayer:
     _next_offset: dict[tuple[str, int], int] = field(default_factory=dict)
 
     def feed(self, record: SourceRecord) -> list[dict[str, Any]]:
-        rows = self.derive(record)
+        return self.number(self.derive(record))
+
+    def number(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """`rows` with their offsets: their place among the outputs of their topic and partition so far."""
         for row in rows:
             where = (row["topic"], row["partition"])
             row["offset"] = self._next_offset.get(where, 0)
@@ -227,15 +230,10 @@ def _merge(replayer: Replayer, chunk: list[SourceRecord], shards: list[int],
            parts: list[list[list[tuple[Any, ...]]]]) -> Iterator[tuple[SourceRecord, list[dict[str, Any]]]]:
     """One chunk's rows from every process, back in input order, offsets numbered as `Replayer.feed` does."""
     taken = [iter(part) for part in parts]
-    offsets = replayer._next_offset
     for record, shard in zip(chunk, shards, strict=True):
-        rows = []
-        for topic, partition, timestamp, key, value in next(taken[shard]):
-            offset = offsets.get((topic, partition), 0)
-            offsets[(topic, partition)] = offset + 1
-            rows.append({"topic": topic, "partition": partition, "offset": offset, "timestamp": timestamp,
-                         "key": key, "value": value})
-        yield record, rows
+        yield record, replayer.number([{"topic": topic, "partition": partition, "offset": 0, "timestamp": timestamp,
+                                        "key": key, "value": value}
+                                       for topic, partition, timestamp, key, value in next(taken[shard])])
 
 
 def _derive_shard(inbox: Any, outbox: Any, topic_prefix: str) -> None:

@@ -41,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -129,8 +130,6 @@ def transaction_producer(producer: Any, transactional_id: str) -> tuple[Any, Any
 
 def set_locally(table: Any, key: Any, value: Any, event: Any) -> None:
     """Set `table[key] = value` in the local store only, in `event`'s partition."""
-    import weakref
-
     from faust.streams import _current_event
 
     token = _current_event.set(weakref.ref(event))
