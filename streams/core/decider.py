@@ -33,12 +33,13 @@ class AppRule:
     max_num: int | None
     eager: bool
     ranges: tuple[tuple[float, float, int], ...]
-    by_integer: tuple[int, ...] = ()  # Number for metricals 0..100, the common case, precomputed
+    by_integer: Mapping[float, int] = field(default_factory=dict, compare=False)  # Number of 0.0 .. 100.0, precomputed
 
     def number(self, metrical: float) -> int:
         """The Number of the range holding `metrical`: [lo, hi), the range ending at 100 closed."""
-        if self.by_integer and metrical.is_integer() and 0 <= metrical <= METRICAL_MAX:
-            return self.by_integer[int(metrical)]
+        known = self.by_integer.get(metrical)  # the common case: an integer score
+        if known is not None:
+            return known
         for lo, hi, number in self.ranges:
             if lo <= metrical < hi or (metrical == hi == METRICAL_MAX):
                 return number
@@ -53,7 +54,9 @@ class CompiledPolicy:
     rules: tuple[AppRule, ...]  # sorted by key
     by_key: Mapping[str, AppRule] = field(compare=False)
     lower_than: Mapping[int, tuple[AppRule, ...]] = field(compare=False)  # priority -> strictly lower rules
+    not_lower: Mapping[int, tuple[AppRule, ...]] = field(compare=False)  # priority -> rules of it or higher
     names: tuple[tuple[str, str], ...] = field(compare=False)  # (name, key) of every rule, in rules order
+    named_as_keys: bool = field(default=False, compare=False)  # every app's name is its key (no capitals)
     source: DeciderPolicy | None = field(default=None, compare=False)  # the record it was compiled from
 
 
@@ -61,20 +64,27 @@ def _rule(app: AppPolicy) -> AppRule:
     rule = AppRule(name=app.App, key=app.App.casefold(), priority=app.Priority, min_num=app.MinNum,
                    max_num=app.MaxNum, eager=app.release == "eager",
                    ranges=tuple(sorted((s.Metrical[0], s.Metrical[1], s.Number) for s in app.Spec)))
-    return replace(rule, by_integer=tuple(rule.number(float(m)) for m in range(METRICAL_MAX + 1)))
+    return replace(rule, by_integer={float(m): rule.number(float(m)) for m in range(METRICAL_MAX + 1)})
 
 
 def compile_policy(policy: DeciderPolicy) -> CompiledPolicy:
     rules = tuple(sorted((_rule(a) for a in policy.apps), key=lambda r: r.key))
     starting = {name.casefold(): n for name, n in policy.starting_instances().items()}
     lower_than = {p: tuple(r for r in rules if r.priority > p) for p in range(1, 11)}
+    not_lower = {p: tuple(r for r in rules if r.priority <= p) for p in range(1, 11)}
     return CompiledPolicy(version=policy.version, capacity=policy.capacity, starting=starting, rules=rules,
-                          by_key={r.key: r for r in rules}, lower_than=lower_than,
-                          names=tuple((r.name, r.key) for r in rules), source=policy)
+                          by_key={r.key: r for r in rules}, lower_than=lower_than, not_lower=not_lower,
+                          names=tuple((r.name, r.key) for r in rules),
+                          named_as_keys=all(r.name == r.key for r in rules), source=policy)
 
 
 class DeciderState(NamedTuple):
-    """A pool's decider state; a named tuple, built once per record (see `streams.core.outputs`)."""
+    """A pool's decider state; a named tuple, built once per record (see `streams.core.outputs`).
+
+    `instances` and `metricals` hold every app of the policy, in the policy's rule order (`of`
+    makes it so, and every fold copies or updates them in place of order): outputs list apps in
+    that order, and where names are keys they are the output's mappings as they stand.
+    """
 
     policy: CompiledPolicy
     capacity: int
@@ -85,8 +95,20 @@ class DeciderState(NamedTuple):
     @classmethod
     def of(cls, policy: CompiledPolicy, capacity: int, instances: Mapping[str, int],
            metricals: Mapping[str, float]) -> DeciderState:
+        keys = [r.key for r in policy.rules]
+        instances, metricals = {k: instances[k] for k in keys}, {k: metricals[k] for k in keys}
         idle = frozenset(k for k, m in metricals.items() if policy.by_key[k].number(m) < 0)
         return cls(policy, capacity, instances, metricals, idle)
+
+    def by_name(self) -> tuple[Mapping[str, int], Mapping[str, float]]:
+        """Instances and metricals keyed by the apps' names, in rule order (the states' own where names
+        are keys: they are never changed once built)."""
+        policy = self.policy
+        if policy.named_as_keys:
+            return self.instances, self.metricals
+        instances, metricals = self.instances, self.metricals
+        return ({name: instances[key] for name, key in policy.names},
+                {name: metricals[key] for name, key in policy.names})
 
     @property
     def free(self) -> int:
@@ -337,7 +359,7 @@ def _grow(state: DeciderState, rule: AppRule, metrical: float, metricals: dict[s
 
 def _busy(state: DeciderState, rule: AppRule, metricals: Mapping[str, float], most: int = 3) -> str:
     """Why the higher- or equal-priority apps gave nothing: they are not idle (the first few named)."""
-    busy = [r for r in state.policy.rules if r.key != rule.key and r.priority <= rule.priority]
+    busy = [r for r in state.policy.not_lower[rule.priority] if r is not rule]
     if not busy:
         return ""
     named = "; ".join(f"{r.name} (P{r.priority}) is not idle at {metricals[r.key]:g}" for r in busy[:most])

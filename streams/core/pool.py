@@ -176,14 +176,12 @@ def _decision(state: PoolState, current: decider.DeciderState, record: SourceRec
     """The admitted `state` with decider `current`, and its `ScalingDecision` record, as a mapping in the
     model's field order (the hot path)."""
     state, seq = state.numbered(SCALING_DECISIONS, current, state.justice)
-    names = current.policy.names
-    instances, metricals = current.instances, current.metricals
+    instances, metricals = current.by_name()
     out = {
         "type": "ScalingDecision", "pool": pool, "seq": seq, "cause": cause_of(record, state.applied),
         "policy_version": current.policy.version, "trigger": trigger, "outcome": verdict.outcome,
         "requested": verdict.requested, "granted": verdict.granted, "moves": verdict.moves,
-        "instances": {name: instances[key] for name, key in names},
-        "metricals": {name: metricals[key] for name, key in names},
+        "instances": instances, "metricals": metricals,
         "capacity": current.capacity, "free": current.free, "scores": verdict.scores,
         "reason_code": verdict.reason_code, "reason": verdict.reason,
     }

@@ -80,6 +80,9 @@ def test_invariants_hold_for_every_decision(policy: dict[str, Any], log_events: 
         # every decision is a valid record of its published schema
         assert ScalingDecision.model_validate(d).model_dump(mode="json", by_alias=True) == d
         rules = {r.name: r for r in after.policy.rules}
+        # states and decisions list apps in the policy's rule order, whatever changed (same log, same bytes)
+        assert list(after.instances) == list(after.metricals) == [r.key for r in after.policy.rules]
+        assert list(d["instances"]) == list(d["metricals"]) == list(rules)
         # instances never exceed capacity
         assert sum(after.instances.values()) <= after.capacity
         assert d["free"] == after.capacity - sum(d["instances"].values()) >= 0
