@@ -509,7 +509,7 @@ def replay(input_file: Annotated[Path | None, typer.Option("--input", "-i", help
            jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Processes folding the records "
                                              "(keys are independent; 0: one per core)")] = 0) -> None:
     """Run the pure cores over an exported log, or over the topics themselves, and write or verify the outputs."""
-    from streams.replay import Replayer, replay_lines
+    from streams.replay import LineWriter, Replayer, replay_lines
 
     if (input_file is None) == (not from_kafka):
         raise TribunalError("give exactly one of --input FILE and --from-kafka")
@@ -531,8 +531,9 @@ def replay(input_file: Annotated[Path | None, typer.Option("--input", "-i", help
             assert input_file is not None and sink is not None
             source = sys.stdin.buffer if str(input_file) == "-" else _open(input_file, "rb")
             try:
-                for line in replay_lines(source, replayer, processes):
-                    sink.write(line + b"\n")
+                with LineWriter(sink) as writer:
+                    for line in replay_lines(source, replayer, processes):
+                        writer.write(line)
             finally:
                 if source is not sys.stdin.buffer:
                     source.close()
@@ -549,16 +550,19 @@ def _replay_kafka(settings: Settings, replayer: Any, sink: Any, verify: bool, st
                   end: str | None, jobs: int) -> None:
     from streams.audit.kafka_log import Bound, KafkaLog, replay_log, within
     from streams.audit.progress import LazyProgress
-    from streams.replay import output_line
+    from streams.replay import LineWriter, output_line
 
     in_range = within(Bound.parse(start), Bound.parse(end))
+    writer = LineWriter(sink) if sink is not None else None
     with LazyProgress("reading the log") as bar:
         log = KafkaLog.read(settings, bar.advance)
         bar.phase("ordering", len(log.inputs))
         ordered = log.ordered()
         bar.phase("replaying", len(ordered))
         result = replay_log(ordered, replayer, in_range, log.recorded if verify else None, bar.advance,
-                            (lambda row: sink.write(output_line(row) + b"\n")) if sink is not None else None, jobs)
+                            (lambda out: writer.write(output_line(out))) if writer is not None else None, jobs)
+    if writer is not None:
+        writer.close()
     if result.divergence is not None:
         typer.echo(result.divergence.describe())
         typer.echo(f"{result.agreed} output records agreed before it", err=True)

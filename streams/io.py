@@ -97,9 +97,11 @@ async def read_log(bootstrap: str, topics: list[str], on_batch: Any = None) -> l
 
     from streams.core.source import SourceRecord
 
+    # `earliest` as well as the seek below, so that no reset by the default policy (latest) can ever
+    # make a partition read as empty (Kafka Connect's KafkaBasedLog guards the same way, KAFKA-7873).
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, isolation_level="read_committed",
-                                enable_auto_commit=False, max_partition_fetch_bytes=8 << 20,
-                                fetch_max_bytes=64 << 20)
+                                enable_auto_commit=False, auto_offset_reset="earliest",
+                                max_partition_fetch_bytes=8 << 20, fetch_max_bytes=64 << 20)
     try:
         await consumer.start()
     except KafkaError as e:

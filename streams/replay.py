@@ -19,9 +19,12 @@ import base64
 import multiprocessing
 import queue
 import zlib
+from collections import deque
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from functools import lru_cache
+from typing import Any, BinaryIO, NamedTuple
 
 import orjson
 
@@ -69,6 +72,21 @@ def record_of(row: dict[str, Any]) -> SourceRecord:
                         key=None if key is None else str(key).encode("utf-8"), value=value)
 
 
+class Output(NamedTuple):
+    """A derived output record. `offset`: its place among the outputs of its topic and partition so far
+    (a replay has no broker to assign one)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: str
+    value: bytes
+
+
+Derived = tuple[str, int, int, str, bytes]  # an output before it is numbered: Output without its offset
+
+
 @dataclass
 class Replayer:
     """Folds records of any pool or group; keeps every key's state in memory."""
@@ -78,42 +96,92 @@ class Replayer:
     counts: dict[str, int] = field(default_factory=dict)
     _next_offset: dict[tuple[str, int], int] = field(default_factory=dict)
 
-    def feed(self, record: SourceRecord) -> list[dict[str, Any]]:
+    def feed(self, record: SourceRecord) -> list[Output]:
         return self.number(self.derive(record))
 
-    def number(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """`rows` with their offsets: their place among the outputs of their topic and partition so far."""
-        for row in rows:
-            where = (row["topic"], row["partition"])
-            row["offset"] = self._next_offset.get(where, 0)
-            self._next_offset[where] = row["offset"] + 1
-        return rows
+    def number(self, derived: Iterable[Derived]) -> list[Output]:
+        """`derived` outputs with their offsets: their place among the outputs of their topic and partition."""
+        offsets = self._next_offset
+        numbered = []
+        for topic, partition, timestamp, key, value in derived:
+            where = (topic, partition)
+            offset = offsets.get(where, 0)
+            offsets[where] = offset + 1
+            numbered.append(Output(topic, partition, offset, timestamp, key, value))
+        return numbered
 
-    def derive(self, record: SourceRecord) -> list[dict[str, Any]]:
-        """`record`'s output rows, without offsets (those number the outputs of all keys together)."""
+    def derive(self, record: SourceRecord) -> list[Derived]:
+        """`record`'s outputs, without offsets (those number the outputs of all keys together)."""
         routed = route(record.topic, self.topic_prefix)
+        counts = self.counts
         if routed is None:
-            self.counts["skipped"] = self.counts.get("skipped", 0) + 1
+            counts["skipped"] = counts.get("skipped", 0) + 1
             return []
         logical, fold = routed
         slot = (fold.name, fold.key_of(record, logical))
         previous = self.states.get(slot)
         state, outputs = fold.apply(fold.empty() if previous is None else previous, record, logical)
         self.states[slot] = state
-        self.counts["records"] = self.counts.get("records", 0) + 1
-        rows = []
+        counts["records"] = counts.get("records", 0) + 1
+        derived = []
         for emit in outputs:
             topic = dlq_topic(record.topic) if emit.stream == DLQ else self.topic_prefix + emit.stream
-            self.counts[emit.stream] = self.counts.get(emit.stream, 0) + 1
-            rows.append({"topic": topic, "partition": record.partition, "offset": 0,
-                         "timestamp": record.timestamp, "key": emit.key, "value": emit.value_bytes()})
-        return rows
+            counts[emit.stream] = counts.get(emit.stream, 0) + 1
+            derived.append((topic, record.partition, record.timestamp, emit.key, emit.value_bytes()))
+        return derived
 
 
-def output_line(row: dict[str, Any]) -> bytes:
-    """One output line (no newline); the decision's own canonical bytes are embedded unchanged."""
-    head = orjson.dumps({k: row[k] for k in ("topic", "partition", "offset", "timestamp", "key")})
-    return head[:-1] + b',"value":' + row["value"] + b"}"
+def output_line(out: Output) -> bytes:
+    """One output line (no newline); the record's own canonical bytes are embedded unchanged."""
+    return b'{"topic":%s,"partition":%d,"offset":%d,"timestamp":%d,"key":%s,"value":%s}' % (
+        _json_text(out.topic), out.partition, out.offset, out.timestamp, _json_text(out.key), out.value)
+
+
+@lru_cache(maxsize=1 << 14)
+def _json_text(text: str) -> bytes:
+    """A topic or key as JSON (there are few of them, and every output line names two)."""
+    return orjson.dumps(text)
+
+
+class LineWriter:
+    """Writes lines in large blocks on a thread of its own: the write itself runs without the GIL,
+    beside the merge (a million decisions are close to a gigabyte)."""
+
+    BLOCK = 2_000  # lines per write
+    AHEAD = 4  # blocks queued before the writer waits for the oldest
+
+    def __init__(self, sink: BinaryIO) -> None:
+        self._sink = sink
+        self._lines: list[bytes] = []
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="replay-writer")
+        self._queued: deque[Future[int]] = deque()
+
+    def write(self, line: bytes) -> None:
+        self._lines.append(line)
+        if len(self._lines) >= self.BLOCK:
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        if self._lines:
+            lines, self._lines = self._lines, []
+            lines.append(b"")
+            self._queued.append(self._pool.submit(self._sink.write, b"\n".join(lines)))
+        while len(self._queued) > self.AHEAD:
+            self._queued.popleft().result()
+
+    def close(self) -> None:
+        """Write what is left and wait for it; the sink stays open (its owner closes it)."""
+        self._hand_over()
+        while self._queued:
+            self._queued.popleft().result()
+        self._pool.shutdown()
+        self._sink.flush()
+
+    def __enter__(self) -> LineWriter:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
 
 
 def _record(number: int, line: bytes | str) -> SourceRecord:
@@ -133,9 +201,9 @@ def records_of(lines: Iterable[bytes | str]) -> Iterator[SourceRecord]:
 def replay_lines(lines: Iterable[bytes | str], replayer: Replayer | None = None, jobs: int = 1) -> Iterator[bytes]:
     """The output lines derived from a replay file's lines, on `jobs` processes (the same bytes whatever `jobs`)."""
     replayer = replayer or Replayer()
-    for _, rows in derive_all(records_of(lines), replayer, jobs):
-        for row in rows:
-            yield output_line(row)
+    for _, outputs in derive_all(records_of(lines), replayer, jobs):
+        for out in outputs:
+            yield output_line(out)
 
 
 CHUNK = 5_000  # records per round trip to the processes
@@ -143,12 +211,12 @@ AHEAD = 3  # chunks handed out before the oldest one's results are awaited
 
 
 def derive_all(records: Iterable[SourceRecord], replayer: Replayer, jobs: int = 1,
-               chunk_size: int = CHUNK) -> Iterator[tuple[SourceRecord, list[dict[str, Any]]]]:
-    """Each record with the rows `replayer.feed` derives for it, in input order, folded on `jobs` processes.
+               chunk_size: int = CHUNK) -> Iterator[tuple[SourceRecord, list[Output]]]:
+    """Each record with the outputs `replayer.feed` derives for it, in input order, folded on `jobs` processes.
 
     Keys are independent (a record changes one pool's or one group's state), so with `jobs > 1`
     each record goes to the process that owns its scope (a hash of fold and key), which folds its
-    keys in input order; this process merges their rows back into input order and numbers output
+    keys in input order; this process merges their outputs back into input order and numbers output
     offsets as `feed` does, so the bytes are the same as on one process. Queues, not pipes: a
     queue's put never blocks on a reader that is itself blocked writing (a pipe deadlocks there).
     `replayer.counts` receives the processes' counts at the end.
@@ -166,7 +234,7 @@ def derive_all(records: Iterable[SourceRecord], replayer: Replayer, jobs: int = 
         proc.start()
     handed: list[tuple[list[SourceRecord], list[int]]] = []  # chunks and their shards, results not yet merged
 
-    def merge_oldest() -> Iterator[tuple[SourceRecord, list[dict[str, Any]]]]:
+    def merge_oldest() -> Iterator[tuple[SourceRecord, list[Output]]]:
         chunk, shards = handed.pop(0)
         results = [_get(outbox, proc) for outbox, proc in zip(outboxes, procs, strict=True)]
         return _merge(replayer, chunk, shards, results)
@@ -227,19 +295,17 @@ def _get(outbox: Any, proc: Any) -> Any:
 
 
 def _merge(replayer: Replayer, chunk: list[SourceRecord], shards: list[int],
-           parts: list[list[list[tuple[Any, ...]]]]) -> Iterator[tuple[SourceRecord, list[dict[str, Any]]]]:
-    """One chunk's rows from every process, back in input order, offsets numbered as `Replayer.feed` does."""
+           parts: list[list[list[Derived]]]) -> Iterator[tuple[SourceRecord, list[Output]]]:
+    """One chunk's outputs from every process, back in input order, numbered as `Replayer.feed` does."""
     taken = [iter(part) for part in parts]
+    number = replayer.number
     for record, shard in zip(chunk, shards, strict=True):
-        yield record, replayer.number([{"topic": topic, "partition": partition, "offset": 0, "timestamp": timestamp,
-                                        "key": key, "value": value}
-                                       for topic, partition, timestamp, key, value in next(taken[shard])])
+        yield record, number(next(taken[shard]))
 
 
 def _derive_shard(inbox: Any, outbox: Any, topic_prefix: str) -> None:
     """One process's share of a parallel replay: the keys sent to it, folded in the order received."""
     replayer = Replayer(topic_prefix=topic_prefix)
     while (part := inbox.get()) is not None:
-        outbox.put([[(r["topic"], r["partition"], r["timestamp"], r["key"], r["value"])
-                     for r in replayer.derive(SourceRecord(*fields))] for fields in part])
+        outbox.put([replayer.derive(SourceRecord(*fields)) for fields in part])
     outbox.put(replayer.counts)

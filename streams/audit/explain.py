@@ -60,7 +60,7 @@ def explanations(log: KafkaLog, settings: Settings, wanted: Callable[[SourceReco
         before = replayer.states.get(slot) or fold.empty()
         rows = replayer.feed(record)
         after = replayer.states[slot]
-        yield explain_one(record, fold.name, slot[1], before, after, [orjson.loads(r["value"]) for r in rows])
+        yield explain_one(record, fold.name, slot[1], before, after, [orjson.loads(out.value) for out in rows])
         if until is not None and coordinates(record) == until:
             return
 

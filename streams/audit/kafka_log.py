@@ -23,7 +23,7 @@ from streams.core.folds import FOLDS, scope
 from streams.core.source import SourceRecord
 from streams.errors import ConfigError
 from streams.io import read_log
-from streams.replay import Replayer, derive_all
+from streams.replay import Output, Replayer, derive_all
 from streams.settings import Settings
 
 Stream = tuple[str, str]  # output topic, key
@@ -134,30 +134,30 @@ class Verification:
 
 def replay_log(ordered: list[SourceRecord], replayer: Replayer, in_range: Callable[[SourceRecord], bool],
                recorded: dict[Stream, list[SourceRecord]] | None = None, on_input: Any = None,
-               sink: Callable[[dict[str, Any]], None] | None = None, jobs: int = 1) -> Verification:
+               sink: Callable[[Output], None] | None = None, jobs: int = 1) -> Verification:
     """Fold `ordered` inputs (on `jobs` processes); write in-range outputs to `sink`, and compare them with
     `recorded` if given."""
     result = Verification()
     positions = result.positions
-    for record, rows in derive_all(ordered, replayer, jobs):
+    for record, outputs in derive_all(ordered, replayer, jobs):
         if on_input is not None:
             on_input(1)
         counted = in_range(record)
         result.compared_inputs += counted
-        for row in rows:
-            stream = (row["topic"], row["key"])
+        for out in outputs:
+            stream = (out.topic, out.key)
             at = positions.get(stream, 0)
             positions[stream] = at + 1
             if not counted:
                 continue
             if sink is not None:
-                sink(row)
+                sink(out)
             if recorded is None:
                 continue
             mine = recorded.get(stream, [])
             theirs = mine[at] if at < len(mine) else None
-            if theirs is None or theirs.value != row["value"]:
-                result.divergence = Divergence(stream, at, theirs, row["value"], record)
+            if theirs is None or theirs.value != out.value:
+                result.divergence = Divergence(stream, at, theirs, out.value, record)
                 return result
             result.agreed += 1
     if recorded is not None:

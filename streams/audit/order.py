@@ -85,6 +85,8 @@ def applied_order(inputs: Iterable[SourceRecord], chains: Iterable[Sequence[Coor
     def key(r: SourceRecord) -> tuple[int, int, str, int, int]:
         return (r.timestamp, rank.get(r.topic, len(rank)), r.topic, r.partition, r.offset)
 
+    if not member:  # nothing recorded to follow: the merge below with every record free, done by heapq
+        return list(heapq.merge(*queues.values(), key=key))
     heads = [(key(q[0]), k, 0) for k, q in queues.items()]
     heapq.heapify(heads)
     out: list[SourceRecord] = []
@@ -94,7 +96,8 @@ def applied_order(inputs: Iterable[SourceRecord], chains: Iterable[Sequence[Coor
         while heads:
             entry = heapq.heappop(heads)
             record = queues[entry[1]][entry[2]]
-            if free(coordinates(record)):
+            c = coordinates(record)
+            if c not in member or free(c):
                 chosen = entry
                 break
             blocked.append(entry)
@@ -105,11 +108,13 @@ def applied_order(inputs: Iterable[SourceRecord], chains: Iterable[Sequence[Coor
             heapq.heappush(heads, entry)
         _, k, index = chosen
         record = queues[k][index]
-        c = coordinates(record)
         out.append(record)
-        done.add(c)
-        for i in member.get(c, ()):
-            position[i] = _advance(chain_list[i], position[i], done)
+        c = coordinates(record)
+        chains_of = member.get(c)
+        if chains_of is not None:
+            done.add(c)
+            for i in chains_of:
+                position[i] = _advance(chain_list[i], position[i], done)
         if index + 1 < len(queues[k]):
             heapq.heappush(heads, (key(queues[k][index + 1]), k, index + 1))
     return out

@@ -58,7 +58,7 @@ def test_keyless_job_events_from_two_partitions_are_both_counted() -> None:
     for partition, offset, job in ((1, 5, "j1"), (0, 0, "j2")):
         value = json.dumps({"type": "JobCreated", "group": "default", "job": job}).encode()
         rows = replayer.feed(SourceRecord(limits.JOB_EVENTS, partition, offset, offset, None, value))
-        assert any(r["topic"] == limits.GROUP_HEALTH for r in rows)
+        assert any(r.topic == limits.GROUP_HEALTH for r in rows)
     assert replayer.states[("groups", "default")].K == 2
 
 
@@ -66,7 +66,7 @@ def test_a_keyless_limits_event_is_folded_into_the_group_it_names() -> None:
     replayer = Replayer()
     value = json.dumps({"type": "JobCreated", "group": "other", "job": "j1"}).encode()
     rows = replayer.feed(SourceRecord(limits.JOB_EVENTS, 0, 0, 0, None, value))
-    assert {r["key"] for r in rows} == {"other"} and limits.GROUP_HEALTH in {r["topic"] for r in rows}
+    assert {r.key for r in rows} == {"other"} and limits.GROUP_HEALTH in {r.topic for r in rows}
     assert replayer.states[("groups", "other")].K == 1
     assert ("groups", "default") not in replayer.states
 
@@ -75,8 +75,8 @@ def test_a_keyed_limits_event_naming_another_group_is_dead_lettered_in_that_grou
     replayer = Replayer()
     value = json.dumps({"type": "JobCreated", "group": "other", "job": "j1"}).encode()
     [dead] = replayer.feed(SourceRecord(limits.JOB_EVENTS, 0, 0, 0, b"g", value))
-    letter = json.loads(dead["value"])
-    assert (dead["topic"], dead["key"], letter["reason_code"]) == ("job-events.dlq", "other", "group_mismatch")
+    letter = json.loads(dead.value)
+    assert (dead.topic, dead.key, letter["reason_code"]) == ("job-events.dlq", "other", "group_mismatch")
     assert replayer.states[("groups", "other")].K == 0 and ("groups", "g") not in replayer.states
 
 
@@ -85,9 +85,9 @@ def test_a_keyless_cluster_event_is_folded_into_the_pool_it_names() -> None:
     replayer.feed(SourceRecord(pool.POLICIES, 0, 0, 0, b"p", json.dumps(seed_policy()).encode()))
     event = json.dumps({"type": "PoolCapacitySet", "pool": "p", "capacity": 12}).encode()
     [out] = replayer.feed(SourceRecord(pool.CLUSTER_EVENTS, 2, 0, 1, None, event))
-    assert (out["topic"], out["key"], json.loads(out["value"])["capacity"]) == ("scaling-decisions", "p", 12)
+    assert (out.topic, out.key, json.loads(out.value)["capacity"]) == ("scaling-decisions", "p", 12)
     [dead] = replayer.feed(SourceRecord(pool.CLUSTER_EVENTS, 2, 1, 2, b"q", event))
-    assert (dead["key"], json.loads(dead["value"])["reason_code"]) == ("p", "pool_mismatch")
+    assert (dead.key, json.loads(dead.value)["reason_code"]) == ("p", "pool_mismatch")
 
 
 def test_every_fold_names_a_key_for_any_bytes() -> None:
@@ -135,12 +135,12 @@ def test_any_log_gives_one_answer_per_input_and_one_state_per_key(seed: int, cou
         where = scope(record)
         assert where is not None
         for out in replayer.feed(record):
-            value = json.loads(out["value"])
+            value = json.loads(out.value)
             cause = value["cause"]
             assert (cause["topic"], cause["partition"], cause["offset"]) == \
                 (record.topic, record.partition, record.offset)
-            assert out["key"].split("/")[0] == where[1]
-            if out["topic"] in ("scaling-decisions", "group-health") or out["topic"].endswith(".dlq"):
+            assert out.key.split("/")[0] == where[1]
+            if out.topic in ("scaling-decisions", "group-health") or out.topic.endswith(".dlq"):
                 answered[(record.topic, record.partition, record.offset)] += 1
         for again in replayer.feed(record):  # a redelivery yields nothing
             raise AssertionError(f"redelivered {record} yielded {again}")
