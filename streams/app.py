@@ -55,6 +55,20 @@ def _store() -> str:
     return "rocksdb://" if importlib.util.find_spec("rocksdict") else "memory://"
 
 
+def _table(app: faust.App, name: str, settings: Settings) -> Any:
+    return app.Table(name, key_type=str, partitions=settings.partitions, options=rocksdb_options())
+
+
+def rocksdb_options() -> dict[str, int]:
+    """Small RocksDB buffers: a table holds one entry per pool or group, read from RocksDB only after a
+    restart (the keepers cache states in memory), so Faust's defaults (64 MB memtables, up to three
+    per partition's database, a 2 GB block cache) only let the worker's RSS grow with the records
+    written (measured: 92 -> 211 MB over a million records). A fresh dict per table: Faust's store
+    pops keys from the one it is given."""
+    return {"write_buffer_size": 2 << 20, "max_write_buffer_number": 2, "target_file_size_base": 8 << 20,
+            "block_cache_size": 8 << 20}
+
+
 def source_record(event: Any) -> SourceRecord:
     m = event.message
     return SourceRecord(topic=m.topic, partition=m.partition, offset=m.offset,
@@ -104,9 +118,8 @@ def create_app(settings: Settings) -> faust.App:
     )
     progress = Progress()
     continuity = Continuity(app, settings.kafka_bootstrap)
-    pools = PoolKeeper(app.Table("pool-policies", key_type=str, partitions=settings.partitions),
-                       app.Table("pool-state", key_type=str, partitions=settings.partitions))
-    groups = GroupKeeper(app.Table("group-state", key_type=str, partitions=settings.partitions))
+    pools = PoolKeeper(_table(app, "pool-policies", settings), _table(app, "pool-state", settings))
+    groups = GroupKeeper(_table(app, "group-state", settings))
     checkpoint = Checkpoint(app, settings, continuity, [pools, groups], settings.max_batch, settings.commit_interval)
     app.task(checkpoint.run)
     inputs: set[str] = set()
