@@ -66,7 +66,8 @@ def applied_order(inputs: Iterable[SourceRecord], chains: Iterable[Sequence[Coor
     """
     rank = {t: i for i, t in enumerate(topics)}
     queues = _partitions(inputs, scope)
-    known = {coordinates(r) for q in queues.values() for r in q}
+    chains = [chain for chain in chains if chain]
+    known = {coordinates(r) for q in queues.values() for r in q} if chains else set()
     chain_list = []
     for chain in chains:
         kept = list(dict.fromkeys(c for c in chain if c in known))  # first appearance, in order
@@ -150,7 +151,7 @@ def chains_from(streams: Iterable[Sequence[bytes | None]], inputs: Iterable[Sour
         if legacy:
             chains.append(legacy)
     by_scope: dict[Hashable, list[tuple[int, Coordinates]]] = {}
-    for record in inputs:
+    for record in inputs if positions else ():
         at = coordinates(record)
         if at in positions:
             by_scope.setdefault(scope(record), []).append((positions[at], at))
