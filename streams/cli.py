@@ -554,15 +554,17 @@ def _replay_kafka(settings: Settings, replayer: Any, sink: Any, verify: bool, st
 
     in_range = within(Bound.parse(start), Bound.parse(end))
     writer = LineWriter(sink) if sink is not None else None
-    with LazyProgress("reading the log") as bar:
-        log = KafkaLog.read(settings, bar.advance)
-        bar.phase("ordering", len(log.inputs))
-        ordered = log.ordered()
-        bar.phase("replaying", len(ordered))
-        result = replay_log(ordered, replayer, in_range, log.recorded if verify else None, bar.advance,
-                            (lambda out: writer.write(output_line(out))) if writer is not None else None, jobs)
-    if writer is not None:
-        writer.close()
+    try:
+        with LazyProgress("reading the log") as bar:
+            log = KafkaLog.read(settings, bar.advance)
+            bar.phase("ordering", len(log.inputs))
+            ordered = log.ordered()
+            bar.phase("replaying", len(ordered))
+            result = replay_log(ordered, replayer, in_range, log.recorded if verify else None, bar.advance,
+                                (lambda out: writer.write(output_line(out))) if writer is not None else None, jobs)
+    finally:
+        if writer is not None:
+            writer.close()
     if result.divergence is not None:
         typer.echo(result.divergence.describe())
         typer.echo(f"{result.agreed} output records agreed before it", err=True)
