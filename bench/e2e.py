@@ -32,7 +32,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from machine import describe  # type: ignore[import-not-found]
 
@@ -43,6 +43,7 @@ from streams.io import envelope
 
 TRIBUNAL = str(Path(sys.executable).with_name("tribunal"))
 POOLS = 20
+PARTITIONS = 4  # of every topic here: the bench's own and tribunal's default
 SPEC = [{"Metrical": [0, 20], "Number": -10}, {"Metrical": [20, 40], "Number": -5},
         {"Metrical": [40, 60], "Number": 0}, {"Metrical": [60, 80], "Number": 5},
         {"Metrical": [80, 100], "Number": 10}]
@@ -81,13 +82,27 @@ async def produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]
 
 
 async def collect(bootstrap: str, topic: str, expected: int, timeout: float,
-                  out: list[tuple[float, bytes]] | None = None) -> list[tuple[float, bytes]]:
-    """(visible-at wall time, value) of each record, read_committed, until `expected` arrived (into `out`)."""
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=None, auto_offset_reset="earliest",
+                  out: list[tuple[float, bytes]] | None = None, ready: asyncio.Event | None = None,
+                  ) -> list[tuple[float, bytes]]:
+    """(visible-at wall time, value) of each record, read_committed, until `expected` arrived (into `out`).
+
+    `ready` is set once the consumer holds every partition at a known position: a consumer still
+    starting when the first inputs are produced made their latency its own start-up (100-300 ms).
+    """
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, auto_offset_reset="earliest",
                                 isolation_level="read_committed")
     await consumer.start()
     out = [] if out is None else out
     try:
+        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        for tp in tps:
+            await consumer.position(tp)
+        if consumer.partitions_for_topic(topic) != set(range(PARTITIONS)):
+            raise RuntimeError(f"{topic} does not have {PARTITIONS} partitions")
+        if ready is not None:
+            ready.set()
         deadline = time.monotonic() + timeout
         while len(out) < expected and time.monotonic() < deadline:
             batch = await consumer.getmany(timeout_ms=200)
@@ -97,6 +112,19 @@ async def collect(bootstrap: str, topic: str, expected: int, timeout: float,
     finally:
         await consumer.stop()
     return out
+
+
+async def collecting(bootstrap: str, topic: str, expected: int, timeout: float,
+                     out: list[tuple[float, bytes]]) -> asyncio.Task[list[tuple[float, bytes]]]:
+    """A `collect` running in the background, returned once it is ready to see every record."""
+    ready = asyncio.Event()
+    task = asyncio.create_task(collect(bootstrap, topic, expected, timeout, out, ready))
+    waiting = asyncio.create_task(ready.wait())
+    await asyncio.wait([task, waiting], return_when=asyncio.FIRST_COMPLETED)
+    if task.done():
+        waiting.cancel()
+        task.result()  # failed while starting: raise it
+    return task
 
 
 async def baseline_loop(bootstrap: str, source: str, sink: str, stop: asyncio.Event) -> None:
@@ -126,7 +154,7 @@ async def create(bootstrap: str, names: list[str]) -> None:
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
-        await admin.create_topics([NewTopic(n, 4, 1) for n in names])
+        await admin.create_topics([NewTopic(n, PARTITIONS, 1) for n in names])
     finally:
         await admin.close()
 
@@ -144,8 +172,10 @@ async def run_baseline(bootstrap: str, records: int, rate: float, seconds: float
     stop = asyncio.Event()
     loop = asyncio.create_task(baseline_loop(bootstrap, "lat-in", "lat-out", stop))
     n = int(rate * seconds)
-    _, seen = await asyncio.gather(produce(bootstrap, "lat-in", metrics(n, 2), rate),
-                                   collect(bootstrap, "lat-out", n, 300))
+    seen: list[tuple[float, bytes]] = []
+    task = await collecting(bootstrap, "lat-out", n, 300, seen)
+    await produce(bootstrap, "lat-in", metrics(n, 2), rate)
+    await task
     stop.set()
     await loop
     return (throughput, *latencies(seen))
@@ -208,15 +238,14 @@ async def run_phase(bootstrap: str, phase: Phase, index: int, home: Path) -> Res
         await produce(bootstrap, prefix + "policies",
                       [(f"pool-{i:02d}".encode(), json.dumps(POLICY).encode()) for i in range(POOLS)])
         await collect(bootstrap, prefix + "scaling-decisions", POOLS, 120)
+        seen: list[tuple[float, bytes]] = []
+        task = await collecting(bootstrap, prefix + "scaling-decisions", phase.records + POOLS, 900, seen)
         before, cpu = worker_stats(port), worker_cpu(worker.pid)
         started = time.monotonic()
-        seen: list[tuple[float, bytes]] = []
-        collecting = asyncio.create_task(collect(bootstrap, prefix + "scaling-decisions", phase.records + POOLS,
-                                                 900, seen))
         await produce(bootstrap, prefix + "plugin_decider", metrics(phase.records, index + 1), phase.rate,
                       phase.wrong)
         behind = phase.records + POOLS - len(seen)
-        await collecting
+        await task
         elapsed = time.monotonic() - started
         after, cpu = worker_stats(port), worker_cpu(worker.pid) - cpu
         stats = {k: after[k] - before[k] for k in after if k != "largest"} | {"largest": after["largest"]}

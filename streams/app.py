@@ -89,6 +89,7 @@ def create_app(settings: Settings) -> faust.App:
     faust_private.ask_the_broker_for_highwaters()
     faust_private.commit_transactions_at_once()
     faust_private.retry_transactions_soon()
+    faust_private.deliver_without_tasks()
     app = faust.App(
         settings.app_id,
         broker=settings.broker_url,

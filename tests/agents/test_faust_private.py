@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
+
 import pytest
 
 from streams.agents import faust_private
@@ -18,3 +21,100 @@ def test_a_moved_member_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delattr(Producer, "_trn_locks")
     with pytest.raises(TribunalError, match=r"Producer\._trn_locks"):
         faust_private.check()
+
+
+
+class _Service:
+    """What the replaced `Consumer.wait_first` reads of a consumer: a real mode Service and a flow event."""
+
+    def __new__(cls) -> object:
+        from mode import Service
+
+        service = Service()
+        service.suspend_flow = asyncio.Event()  # type: ignore[attr-defined]
+        return service
+
+
+def _wait_first() -> object:
+    from faust.transport.consumer import Consumer
+
+    faust_private.deliver_without_tasks()
+    return Consumer.wait_first
+
+
+
+def test_a_delivery_that_finds_room_runs_at_once_and_makes_no_task() -> None:
+    async def scenario() -> None:
+        wait_first, service = _wait_first(), _Service()
+        tasks = len(asyncio.all_tasks())
+
+        async def deliver() -> str:
+            assert len(asyncio.all_tasks()) == tasks  # run by the caller's task, not a new one
+            return "delivered"
+
+        delivery, suspended = deliver(), service.suspend_flow.wait()
+        result = await wait_first(service, delivery, suspended)
+        assert (result.done, result.results, result.stopped) == ([delivery], ["delivered"], False)
+        assert inspect.getcoroutinestate(suspended) == inspect.CORO_CLOSED  # not left unawaited
+
+    asyncio.run(scenario())
+
+
+
+def test_a_delivery_that_has_to_wait_finishes_as_faust_would() -> None:
+    async def scenario() -> None:
+        wait_first, service = _wait_first(), _Service()
+        room = asyncio.get_running_loop().create_future()
+        steps = []
+
+        async def deliver() -> str:
+            steps.append("tried")
+            await asyncio.sleep(0)  # a bare yield
+            steps.append("waiting for room")
+            await room
+            steps.append("put")
+            return "delivered"
+
+        asyncio.get_running_loop().call_later(0.01, room.set_result, None)
+        result = await wait_first(service, deliver(), service.suspend_flow.wait())
+        assert result.results == ["delivered"] and not result.stopped
+        assert steps == ["tried", "waiting for room", "put"]
+
+    asyncio.run(scenario())
+
+
+
+def test_a_waiting_delivery_is_cancelled_when_the_flow_is_suspended() -> None:
+    async def scenario() -> None:
+        wait_first, service = _wait_first(), _Service()
+        seen = []
+
+        async def deliver() -> None:
+            try:
+                await asyncio.get_running_loop().create_future()  # a queue that never has room
+            except asyncio.CancelledError:
+                seen.append("cancelled")
+                raise
+
+        suspended = service.suspend_flow.wait()
+        asyncio.get_running_loop().call_later(0.01, service.suspend_flow.set)
+        result = await wait_first(service, deliver(), suspended)
+        await asyncio.sleep(0)  # the cancelled delivery's last step
+        assert result.done == [suspended]
+        assert seen == ["cancelled"]
+
+    asyncio.run(scenario())
+
+
+
+def test_a_delivery_that_fails_at_once_raises_to_the_fetch_loop() -> None:
+    async def scenario() -> None:
+        wait_first, service = _wait_first(), _Service()
+
+        async def deliver() -> None:
+            raise ValueError("undecodable")
+
+        with pytest.raises(ValueError, match="undecodable"):
+            await wait_first(service, deliver(), service.suspend_flow.wait())
+
+    asyncio.run(scenario())
