@@ -81,18 +81,15 @@ async def produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]
         await producer.stop()
 
 
-async def collect(bootstrap: str, topic: str, expected: int, timeout: float,
-                  out: list[tuple[float, bytes]] | None = None, ready: asyncio.Event | None = None,
-                  ) -> list[tuple[float, bytes]]:
-    """(visible-at wall time, value) of each record, read_committed, until `expected` arrived (into `out`).
+async def reader(bootstrap: str, topic: str) -> AIOKafkaConsumer:
+    """A read_committed consumer holding every partition of `topic` at its first offset.
 
-    `ready` is set once the consumer holds every partition at a known position: a consumer still
-    starting when the first inputs are produced made their latency its own start-up (100-300 ms).
+    Positioned before the inputs are produced: a consumer still starting when they were made their
+    latency its own start-up (100-300 ms).
     """
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, auto_offset_reset="earliest",
                                 isolation_level="read_committed")
     await consumer.start()
-    out = [] if out is None else out
     try:
         tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
         consumer.assign(tps)
@@ -101,8 +98,16 @@ async def collect(bootstrap: str, topic: str, expected: int, timeout: float,
             await consumer.position(tp)
         if consumer.partitions_for_topic(topic) != set(range(PARTITIONS)):
             raise RuntimeError(f"{topic} does not have {PARTITIONS} partitions")
-        if ready is not None:
-            ready.set()
+    except BaseException:
+        await consumer.stop()
+        raise
+    return consumer
+
+
+async def drain(consumer: AIOKafkaConsumer, expected: int, timeout: float,
+                out: list[tuple[float, bytes]]) -> list[tuple[float, bytes]]:
+    """(visible-at wall time, value) of each record, until `expected` arrived (into `out`); stops `consumer`."""
+    try:
         deadline = time.monotonic() + timeout
         while len(out) < expected and time.monotonic() < deadline:
             batch = await consumer.getmany(timeout_ms=200)
@@ -114,17 +119,14 @@ async def collect(bootstrap: str, topic: str, expected: int, timeout: float,
     return out
 
 
+async def collect(bootstrap: str, topic: str, expected: int, timeout: float) -> list[tuple[float, bytes]]:
+    return await drain(await reader(bootstrap, topic), expected, timeout, [])
+
+
 async def collecting(bootstrap: str, topic: str, expected: int, timeout: float,
                      out: list[tuple[float, bytes]]) -> asyncio.Task[list[tuple[float, bytes]]]:
-    """A `collect` running in the background, returned once it is ready to see every record."""
-    ready = asyncio.Event()
-    task = asyncio.create_task(collect(bootstrap, topic, expected, timeout, out, ready))
-    waiting = asyncio.create_task(ready.wait())
-    await asyncio.wait([task, waiting], return_when=asyncio.FIRST_COMPLETED)
-    if task.done():
-        waiting.cancel()
-        task.result()  # failed while starting: raise it
-    return task
+    """`collect` into `out` in the background, started once its reader is positioned."""
+    return asyncio.create_task(drain(await reader(bootstrap, topic), expected, timeout, out))
 
 
 async def baseline_loop(bootstrap: str, source: str, sink: str, stop: asyncio.Event) -> None:

@@ -117,10 +117,6 @@ class _Rest:
                     return stop.value
 
 
-async def _rest(coro: Coroutine[Any, Any, Any], yielded: Any) -> Any:
-    return await _Rest(coro, yielded)
-
-
 def deliver_without_tasks() -> None:
     from faust.transport.consumer import Consumer
     from mode.services import WaitResults
@@ -142,7 +138,7 @@ def deliver_without_tasks() -> None:
         except BaseException:
             _close(others)
             raise
-        return await racing(self, _rest(first, yielded), *others, timeout=timeout)
+        return await racing(self, _Rest(first, yielded), *others, timeout=timeout)  # wrapped in a task there
 
     wait_first.tribunal = True  # type: ignore[attr-defined]
     Consumer.wait_first = wait_first
