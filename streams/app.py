@@ -90,6 +90,7 @@ def create_app(settings: Settings) -> faust.App:
     faust_private.commit_transactions_at_once()
     faust_private.retry_transactions_soon()
     faust_private.deliver_without_tasks()
+    faust_private.fetch_while_streams_are_full()
     app = faust.App(
         settings.app_id,
         broker=settings.broker_url,

@@ -118,3 +118,26 @@ def test_a_delivery_that_fails_at_once_raises_to_the_fetch_loop() -> None:
             await wait_first(service, deliver(), service.suspend_flow.wait())
 
     asyncio.run(scenario())
+
+
+
+class _Fetching:
+    """What `Consumer.on_buffer_full` reads of a consumer: the partitions its next fetch asks for."""
+
+    def __init__(self, *tps: str) -> None:
+        from types import SimpleNamespace
+
+        self.app = SimpleNamespace(in_recovery=False)
+        self.active, self._buffered_partitions = set(tps), set()
+
+    def _get_active_partitions(self) -> set[str]:
+        return self.active
+
+
+def test_a_partition_whose_stream_is_full_stays_in_the_fetch_set() -> None:
+    from faust.transport.consumer import Consumer
+
+    faust_private.fetch_while_streams_are_full()
+    consumer = _Fetching("in-0", "in-1")
+    Consumer.on_buffer_full(consumer, "in-0")  # as the conductor calls it when a stream's buffer is 80% full
+    assert consumer.active == {"in-0", "in-1"}  # Faust's own would fetch only in-1 (and wait out a second)
