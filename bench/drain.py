@@ -15,16 +15,11 @@ import asyncio
 import itertools
 import json
 import os
-import subprocess
-import tempfile
 import time
 from pathlib import Path
 
 import e2e  # type: ignore[import-not-found]
-from machine import describe  # type: ignore[import-not-found]
-
-from streams.infra import Cluster, Topology
-from streams.infra.cluster import free_ports
+from machine import describe, local_stack  # type: ignore[import-not-found]
 
 SKIP = 100  # decisions left out of the rate: the worker's first fetches
 
@@ -35,18 +30,14 @@ def idle_seconds() -> float:
 
 
 async def drain(bootstrap: str, records: int, home: Path, broker: int) -> None:
-    [port] = free_ports(1)
-    env = {**os.environ, "KAFKA_BOOTSTRAP": bootstrap, "TRIBUNAL_TOPIC_PREFIX": "drain.", "TRIBUNAL_APP_ID": "drain",
-           "TRIBUNAL_DATA_DIR": str(home / "w"), "TRIBUNAL_WEB_PORT": str(port), "TRIBUNAL_LOG_LEVEL": "warning"}
-    subprocess.run([e2e.TRIBUNAL, "topics", "create"], env=env, check=True, capture_output=True)
+    env, port = e2e.worker_env(bootstrap, "drain", home)
     await e2e.produce(bootstrap, "drain.policies", [(f"pool-{i:02d}".encode(), json.dumps(e2e.POLICY).encode())
-                                                for i in range(e2e.POOLS)])
+                                                    for i in range(e2e.POOLS)])
     await e2e.produce(bootstrap, "drain.plugin_decider", e2e.metrics(records, 5))
     seen: list[tuple[float, bytes]] = []
     # A metric folded before its pool's policy (another topic) decides nothing: wait for most.
     task = await e2e.collecting(bootstrap, "drain.scaling-decisions", records, 600, seen)
-    worker = subprocess.Popen([e2e.TRIBUNAL, "worker"], env=env, stdout=(home / "w.log").open("wb"),
-                              stderr=subprocess.STDOUT)
+    worker = e2e.start_worker(env)
     samples = []
     try:
         while not task.done():
@@ -76,16 +67,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--records", type=int, default=60_000)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="tribunal-drain-") as tmp:
-        zk, kafka, controller = free_ports(3)
-        cluster = Cluster(Topology(home=Path(tmp), kafka_port=kafka, controller_port=controller, zk_port=zk))
-        cluster.up()
-        try:
-            broker = int(subprocess.run(["pgrep", "-f", f"{tmp}.*kafka"], capture_output=True, text=True,
-                                        check=True).stdout.split()[0])
-            asyncio.run(drain(cluster.topology.bootstrap, args.records, Path(tmp), broker))
-        finally:
-            cluster.down()
+    with local_stack("drain") as cluster:
+        [broker] = [status.pid for status in cluster.status() if status.name == "kafka-1"]
+        assert broker is not None
+        asyncio.run(drain(cluster.topology.bootstrap, args.records, cluster.topology.home, broker))
 
 
 if __name__ == "__main__":

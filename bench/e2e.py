@@ -26,7 +26,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -34,10 +33,9 @@ from pathlib import Path
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from machine import describe  # type: ignore[import-not-found]
+from machine import describe, local_stack  # type: ignore[import-not-found]
 
 from streams.agents.routing import partition_for
-from streams.infra import Cluster, Topology
 from streams.infra.cluster import free_ports
 from streams.io import envelope
 
@@ -226,16 +224,28 @@ def worker_stats(port: int) -> dict[str, float]:
         return json.load(page)
 
 
-async def run_phase(bootstrap: str, phase: Phase, index: int, home: Path) -> Result:
+def worker_env(bootstrap: str, name: str, home: Path, guarantee: str = "exactly_once") -> tuple[dict[str, str], int]:
+    """The environment of a `tribunal worker` on its own topics (`name.` prefix, created here), app id and
+    web port (returned), with its data in `home`."""
     [port] = free_ports(1)
-    prefix = f"bench{index}."
-    env = {**os.environ, "KAFKA_BOOTSTRAP": bootstrap, "TRIBUNAL_TOPIC_PREFIX": prefix,
-           "TRIBUNAL_APP_ID": f"bench{index}", "TRIBUNAL_DATA_DIR": str(home / f"w{index}"),
+    env = {**os.environ, "KAFKA_BOOTSTRAP": bootstrap, "TRIBUNAL_TOPIC_PREFIX": f"{name}.",
+           "TRIBUNAL_APP_ID": name, "TRIBUNAL_DATA_DIR": str(home / f"w-{name}"),
            "TRIBUNAL_WEB_PORT": str(port), "TRIBUNAL_LOG_LEVEL": "warning",
-           "TRIBUNAL_PROCESSING_GUARANTEE": phase.guarantee}
+           "TRIBUNAL_PROCESSING_GUARANTEE": guarantee}
     subprocess.run([TRIBUNAL, "topics", "create"], env=env, check=True, capture_output=True)
-    worker = subprocess.Popen([TRIBUNAL, "worker"], env=env, stdout=(home / f"w{index}.log").open("wb"),
-                              stderr=subprocess.STDOUT)
+    return env, port
+
+
+def start_worker(env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """`tribunal worker` in `env` (from `worker_env`), logging beside its data directory."""
+    with Path(env["TRIBUNAL_DATA_DIR"] + ".log").open("wb") as log:  # the child keeps its own descriptor
+        return subprocess.Popen([TRIBUNAL, "worker"], env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+async def run_phase(bootstrap: str, phase: Phase, index: int, home: Path) -> Result:
+    prefix = f"bench{index}."
+    env, port = worker_env(bootstrap, f"bench{index}", home, phase.guarantee)
+    worker = start_worker(env)
     try:
         await produce(bootstrap, prefix + "policies",
                       [(f"pool-{i:02d}".encode(), json.dumps(POLICY).encode()) for i in range(POOLS)])
@@ -284,19 +294,13 @@ def main() -> None:
               Phase("1,000/s at-least-once", latency, args.rate, "at_least_once"),
               Phase(f"{args.high_rate:,.0f}/s exactly-once", int(args.high_rate * args.high_seconds), args.high_rate),
               Phase("backlog, misrouted", args.records, wrong=True)]
-    with tempfile.TemporaryDirectory(prefix="tribunal-e2e-") as tmp:
-        zk, kafka, controller = free_ports(3)
-        cluster = Cluster(Topology(home=Path(tmp), kafka_port=kafka, controller_port=controller, zk_port=zk))
-        cluster.up()
-        try:
-            bootstrap = cluster.topology.bootstrap
-            base = asyncio.run(run_baseline(bootstrap, args.records, args.rate, args.seconds))
-            ours = [asyncio.run(run_phase(bootstrap, phase, i, Path(tmp))) for i, phase in enumerate(phases)]
-            faust_only = bare_faust(bootstrap, args.records)
-            if args.keep:
-                shutil.copytree(tmp, args.keep, dirs_exist_ok=True, ignore=shutil.ignore_patterns("*kafka*", "*zk*"))
-        finally:
-            cluster.down()
+    with local_stack("e2e") as cluster:
+        bootstrap, home = cluster.topology.bootstrap, cluster.topology.home
+        base = asyncio.run(run_baseline(bootstrap, args.records, args.rate, args.seconds))
+        ours = [asyncio.run(run_phase(bootstrap, phase, i, home)) for i, phase in enumerate(phases)]
+        faust_only = bare_faust(bootstrap, args.records)
+        if args.keep:
+            shutil.copytree(home, args.keep, dirs_exist_ok=True, ignore=shutil.ignore_patterns("*kafka*", "*zk*"))
     print(f"{describe()}; {args.records} records backlog; latency at {args.rate:g}/s for {args.seconds:g}s "
           f"and {args.high_rate:g}/s for {args.high_seconds:g}s")
     print(f"{'':<36} {'records/s':>10} {'p50 ms':>8} {'p99 ms':>8}")

@@ -1,13 +1,33 @@
-"""The line every benchmark prints first: which machine its figures come from."""
+"""What the benchmarks share: the line each prints first (which machine its figures come from), and
+a fresh local stack on free ports."""
 
 from __future__ import annotations
 
 import os
 import platform
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+from streams.infra import Cluster, Topology
+from streams.infra.cluster import free_ports
 
 
 def describe() -> str:
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.processor())
     return f"machine: {platform.machine()} {cpu}, {os.cpu_count()} cores; python {platform.python_version()}"
+
+
+@contextmanager
+def local_stack(name: str) -> Iterator[Cluster]:
+    """ZooKeeper and one broker on free ports in a temporary home (`cluster.topology.home`), stopped after."""
+    with tempfile.TemporaryDirectory(prefix=f"tribunal-{name}-") as tmp:
+        zk, kafka, controller = free_ports(3)
+        cluster = Cluster(Topology(home=Path(tmp), kafka_port=kafka, controller_port=controller, zk_port=zk))
+        cluster.up()
+        try:
+            yield cluster
+        finally:
+            cluster.down()

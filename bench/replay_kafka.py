@@ -16,17 +16,14 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from machine import describe  # type: ignore[import-not-found]
+from machine import describe, local_stack  # type: ignore[import-not-found]
 from replay_file import generate  # type: ignore[import-not-found]
 
-from streams.infra import Cluster, Topology
-from streams.infra.cluster import free_ports
 from streams.io import read_log
 
 TRIBUNAL = str(Path(sys.executable).with_name("tribunal"))
@@ -64,30 +61,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="tribunal-replay-kafka-") as tmp:
-        log = Path(tmp) / "log.jsonl"
+    with local_stack("replay-kafka") as cluster:
+        bootstrap, home = cluster.topology.bootstrap, cluster.topology.home
+        log = home / "log.jsonl"
         generate(log, args.records)
-        zk, kafka, controller = free_ports(3)
-        cluster = Cluster(Topology(home=Path(tmp), kafka_port=kafka, controller_port=controller, zk_port=zk))
-        cluster.up()
-        try:
-            bootstrap = cluster.topology.bootstrap
-            started = time.perf_counter()
-            sent = asyncio.run(load(bootstrap, log))
-            produced = time.perf_counter() - started
-            started = time.perf_counter()
-            records = asyncio.run(read_log(bootstrap, ["policies", "plugin_decider"]))
-            read = time.perf_counter() - started
-            assert len(records) == sent, (len(records), sent)
-            del records
-            out = Path(tmp) / "out.jsonl"
-            env = {**os.environ, "KAFKA_BOOTSTRAP": bootstrap}
-            started = time.perf_counter()
-            proc = subprocess.run([TRIBUNAL, "replay", "--from-kafka", "--output", str(out)], env=env,
-                                  capture_output=True, text=True, check=True)
-            replayed = time.perf_counter() - started
-        finally:
-            cluster.down()
+        started = time.perf_counter()
+        sent = asyncio.run(load(bootstrap, log))
+        produced = time.perf_counter() - started
+        started = time.perf_counter()
+        records = asyncio.run(read_log(bootstrap, ["policies", "plugin_decider"]))
+        read = time.perf_counter() - started
+        assert len(records) == sent, (len(records), sent)
+        del records
+        out = home / "out.jsonl"
+        env = {**os.environ, "KAFKA_BOOTSTRAP": bootstrap}
+        started = time.perf_counter()
+        proc = subprocess.run([TRIBUNAL, "replay", "--from-kafka", "--output", str(out)], env=env,
+                              capture_output=True, text=True, check=True)
+        replayed = time.perf_counter() - started
     print(describe())
     print(f"produced {sent:,} records in {produced:.1f}s")
     print(f"read     {sent:,} records in {read:.1f}s = {sent / read:,.0f} records/s")

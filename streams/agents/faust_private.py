@@ -36,8 +36,8 @@ into Faust only through a function here, so a Faust upgrade means reading this o
   partition out of the set its fetch loop asks for (`Consumer.on_buffer_full`) and puts it back
   when the buffer has drained; but the loop's `getmany` is by then already waiting, for up to its
   fixed 1.0 s, on the old set, and when every busy partition had been taken out it waits out the
-  whole second. Draining a backlog that stalled the worker for 0.5-1 s every few seconds (9,000
-  records/s; 13,500 without, measured). Partitions now stay in the set: a full buffer makes the
+  whole second. Draining a backlog that stalled the worker for 0.5-1 s every few seconds
+  (bench/drain.py: 9,438 records/s; 14,626 without). Partitions now stay in the set: a full buffer makes the
   delivery wait (Faust's own race in `wait_first`), which holds the fetch loop back without the
   stall (`Consumer.on_buffer_full`, replaced for the whole process).
 * `ask_the_broker_for_highwaters`: recovery must know how far each changelog goes. Under
@@ -259,4 +259,3 @@ def let_go(consumer: Any, message: Any) -> None:
     """Let `message` go without acknowledging it."""
     message.acked = True  # Faust's ack() is a no-op for a message marked acked
     consumer._unacked_messages.discard(message)
-
