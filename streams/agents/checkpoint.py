@@ -24,8 +24,8 @@ What keeps it exactly-once:
   cannot fall between a record's outputs and the state that remembers them.
 * The states written are dumped when the batch is taken, before the first await: a state may
   never include records whose outputs are not in the same batch.
-* An input offset counts as done (`Continuity.done`) only after its effects were sent; Faust's
-  commit commits only done offsets. A record whose effects were committed but whose offset was
+* An input offset counts as done (`Continuity.done`) only after the broker acknowledged its
+  effects; Faust's commit commits only done offsets. A record whose effects were committed but whose offset was
   not is recognised on redelivery by the offsets kept in the state, and yields nothing.
 * A batch folded before a rebalance is dropped, and the keepers forget their cached states: the
   partition's records are delivered again from the committed offset, to whichever worker owns it.
@@ -223,16 +223,29 @@ class Checkpoint:
         started = time.perf_counter()
         count = self._count
         batch = self._take()
+        delivered: list[asyncio.Future[Any]] = []
+        sent_parts = []
         for part, records in batch:
             if part.tid is None:  # at-least-once: Faust's one producer
-                await self._send_batches(faust_private.plain_producer(self.app.producer), records)
+                delivered += await self._send_batches(faust_private.plain_producer(self.app.producer), records)
             else:
                 try:
                     lock, producer = faust_private.transaction_producer(self.app.producer, part.tid)
                 except KeyError:  # the partition was revoked meanwhile: its records go to its new owner
                     continue
                 async with lock:
-                    await self._send_batches(producer, records)
+                    delivered += await self._send_batches(producer, records)
+            sent_parts.append(part)
+        # Offsets count as done (and so may be committed, by this flush or Faust's timer) once their
+        # effects are acknowledged. A broker that verifies transactional writes (Kafka 3.6+, KIP-890)
+        # answers a write still in flight while the coordinator adds offsets to its transaction with
+        # NOT_ENOUGH_REPLICAS, and the producer retries it 100 ms later (bench/e2e.py: a quarter of
+        # the commits at 1,000/s, most of the latency's tail). A write that failed after a rebalance
+        # was for a revoked partition (its producer stopped): its records go to the new owner.
+        failed = [r for r in await asyncio.gather(*delivered, return_exceptions=True) if isinstance(r, BaseException)]
+        if failed and self.continuity.generation == generation:
+            raise failed[0]  # nothing of this batch counts as done: `run` starts the worker again
+        for part in sent_parts:
             for (topic, partition), offset in part.last.items():
                 self.continuity.done(topic, partition, offset, generation)
         sent = time.perf_counter()
@@ -247,9 +260,10 @@ class Checkpoint:
             stats.batches += 1
             stats.largest = max(stats.largest, count)
 
-    async def _send_batches(self, producer: Any, records: list[Send]) -> None:
+    async def _send_batches(self, producer: Any, records: list[Send]) -> list[asyncio.Future[Any]]:
         """Send `records` as one aiokafka record batch per topic partition (`send_batch`), in order per
-        partition: a future and a partitioner call per record cost a fifth of the worker's time."""
+        partition: a future and a partitioner call per record cost a fifth of the worker's time.
+        Returns the batches' delivery futures."""
         by_partition: dict[tuple[str, int], list[Send]] = {}
         for r in records:
             partition = r.partition
@@ -259,17 +273,21 @@ class Checkpoint:
                     count = self._partitions[r.topic] = len(await producer.partitions_for(r.topic))
                 partition = partition_for(r.key.decode("utf-8"), count) if r.key is not None else 0
             by_partition.setdefault((r.topic, partition), []).append(r)
+        delivered = []
         for (topic, partition), sends in by_partition.items():
             batch = producer.create_batch()
             for r in sends:
                 while batch.append(key=r.key, value=r.value, timestamp=r.timestamp_ms, headers=r.headers or []) is None:
-                    await _send_now(producer, batch, topic, partition)  # full: the record starts the next
+                    # full: the record starts the next batch
+                    delivered.append(await _send_now(producer, batch, topic, partition))
                     batch = producer.create_batch()
-            await _send_now(producer, batch, topic, partition)
+            delivered.append(await _send_now(producer, batch, topic, partition))
+        return delivered
 
 
-async def _send_now(producer: Any, batch: Any, topic: str, partition: int) -> None:
-    """Hand a record batch to the producer closed: an open one waits out the producer's linger (5 ms)
-    before it is sent, and a commit waits for it."""
+async def _send_now(producer: Any, batch: Any, topic: str, partition: int) -> asyncio.Future[Any]:
+    """Hand a record batch to the producer closed (an open one waits out the producer's linger, 5 ms,
+    before it is sent, and a commit waits for it); its delivery future."""
     batch.close()
-    await producer.send_batch(batch, topic, partition=partition)
+    return await producer.send_batch(batch, topic, partition=partition)
+
