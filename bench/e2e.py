@@ -314,7 +314,8 @@ def breakdown(r: Result) -> str:
     s, n = r.stats, max(1, r.stats["records"])
     wall = r.phase.records / r.throughput
     us = {"agents waiting for Faust's next record": s["waiting"], "admit": s["admit"], "fold": s["fold"],
-          "write": s["write"], "commit (waiting on the broker)": s["commit"]}
+          "write": s["write"], "acknowledgements (waiting on the broker)": s.get("acks", 0.0),
+          "commit (waiting on the broker)": s["commit"]}
     us["worker CPU outside fold and write (Faust, aiokafka)"] = max(0.0, r.cpu - s["fold"] - s["write"])
     parts = ", ".join(f"{k} {v / n * 1e6:.0f}" for k, v in us.items())
     return (f"{r.phase.name}: {n:.0f} records in {s['batches']:.0f} batches (largest {s['largest']:.0f}); "

@@ -99,6 +99,7 @@ class Stats:
     admit: float = 0.0  # seconds admitting records (the continuity guard) and waiting for room in the batch
     fold: float = 0.0  # seconds in the agents' own code: key, route, load, fold, hand over
     write: float = 0.0  # seconds dumping states and sending a batch's records
+    acks: float = 0.0  # seconds waiting for the broker to acknowledge them
     commit: float = 0.0  # seconds committing (all transactional producers at once)
 
     def as_dict(self) -> dict[str, float]:
@@ -242,6 +243,7 @@ class Checkpoint:
         # NOT_ENOUGH_REPLICAS, and the producer retries it 100 ms later (bench/e2e.py: a quarter of
         # the commits at 1,000/s, most of the latency's tail). A write that failed after a rebalance
         # was for a revoked partition (its producer stopped): its records go to the new owner.
+        handed = time.perf_counter()
         failed = [r for r in await asyncio.gather(*delivered, return_exceptions=True) if isinstance(r, BaseException)]
         if failed and self.continuity.generation == generation:
             raise failed[0]  # nothing of this batch counts as done: `run` starts the worker again
@@ -254,7 +256,8 @@ class Checkpoint:
         await self.app.consumer.commit()
         await self.app.consumer.commit()
         stats = self.stats
-        stats.write += sent - started
+        stats.write += handed - started
+        stats.acks += sent - handed
         stats.commit += time.perf_counter() - sent
         if batch:
             stats.batches += 1
