@@ -155,8 +155,8 @@ def _run_worker(settings: Settings) -> None:
     if settings.processing_guarantee == "exactly_once":
         discard_local_tables(app)
     # What start-up built (modules, Faust's services, the app) lives as long as the process: a full
-    # collection scanned all of it (40-50 ms, measured before the worker started), a stall of every record in flight.
-    # Frozen, the collector scans only what was made after.
+    # collection scanned all of it (40-50 ms, measured before the worker started), a stall of every
+    # record in flight. Frozen, the collector scans only what was made after.
     gc.freeze()
     worker = faust.Worker(app, loglevel=settings.log_level, logfile=None)
     # Faust's progress spinner sets the root logger to DEBUG (to spin on every record logged), so

@@ -25,8 +25,9 @@ What keeps it exactly-once:
 * The states written are dumped when the batch is taken, before the first await: a state may
   never include records whose outputs are not in the same batch.
 * An input offset counts as done (`Continuity.done`) only after the broker acknowledged its
-  effects; Faust's commit commits only done offsets. A record whose effects were committed but whose offset was
-  not is recognised on redelivery by the offsets kept in the state, and yields nothing.
+  effects; Faust's commit commits only done offsets. A record whose effects were committed but
+  whose offset was not is recognised on redelivery by the offsets kept in the state, and yields
+  nothing.
 * A batch folded before a rebalance is dropped, and the keepers forget their cached states: the
   partition's records are delivered again from the committed offset, to whichever worker owns it.
 """
@@ -240,9 +241,9 @@ class Checkpoint:
         # Offsets count as done (and so may be committed, by this flush or Faust's timer) once their
         # effects are acknowledged. A broker that verifies transactional writes (Kafka 3.6+, KIP-890)
         # answers a write still in flight while the coordinator adds offsets to its transaction with
-        # NOT_ENOUGH_REPLICAS, and the producer retries it 100 ms later (bench/e2e.py: a quarter of
-        # the commits at 1,000/s, most of the latency's tail). A write that failed after a rebalance
-        # was for a revoked partition (its producer stopped): its records go to the new owner.
+        # NOT_ENOUGH_REPLICAS, and the producer sends it again after its retry backoff (about one
+        # flush in ten at 1,000/s, measured). A write that failed after a rebalance was for a
+        # revoked partition (its producer stopped): its records go to the new owner.
         handed = time.perf_counter()
         failed = [r for r in await asyncio.gather(*delivered, return_exceptions=True) if isinstance(r, BaseException)]
         if failed and self.continuity.generation == generation:

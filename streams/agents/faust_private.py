@@ -37,9 +37,9 @@ into Faust only through a function here, so a Faust upgrade means reading this o
   when the buffer has drained; but the loop's `getmany` is by then already waiting, for up to its
   fixed 1.0 s, on the old set, and when every busy partition had been taken out it waits out the
   whole second. Draining a backlog that stalled the worker for 0.5-1 s every few seconds
-  (bench/drain.py: 9,438 records/s; 14,626 without). Partitions now stay in the set: a full buffer makes the
-  delivery wait (Faust's own race in `wait_first`), which holds the fetch loop back without the
-  stall (`Consumer.on_buffer_full`, replaced for the whole process).
+  (bench/drain.py: 9,438 records/s; 14,626 without). Partitions now stay in the set: a full
+  buffer makes the delivery wait (Faust's own race in `wait_first`), which holds the fetch loop
+  back without the stall (`Consumer.on_buffer_full`, replaced for the whole process).
 * `ask_the_broker_for_highwaters`: recovery must know how far each changelog goes. Under
   exactly-once Faust takes a changelog's highwater from aiokafka's `last_stable_offset(tp)`, known
   only after a first fetch; a worker that recovers before that gets None, reads it as an empty

@@ -115,8 +115,8 @@ def run_with_batches_of(kafka: str, worker_env: dict[str, str], unique: str, siz
     finally:
         worker.stop()
     # The broker verifies transactional writes (KIP-890): a write still in flight when its
-    # producer's transaction takes offsets is refused once and retried 100 ms later, which the
-    # checkpoint avoids by waiting for acknowledgements first (bench/e2e.py: the latency's tail).
+    # producer's transaction takes offsets is refused once and sent again after a backoff, which
+    # the checkpoint avoids by waiting for acknowledgements first.
     retried = [line for line in (tmp_path / f"w{size}.log").read_text().splitlines() if "NotEnoughReplicas" in line]
     assert not retried, f"batches of {size}: {len(retried)} writes refused and retried, e.g. {retried[0]}"
     out = {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+from typing import Any
 
 import pytest
 
@@ -23,16 +24,13 @@ def test_a_moved_member_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
         faust_private.check()
 
 
-
-class _Service:
+def _service() -> Any:
     """What the replaced `Consumer.wait_first` reads of a consumer: a real mode Service and a flow event."""
+    from mode import Service
 
-    def __new__(cls) -> object:
-        from mode import Service
-
-        service = Service()
-        service.suspend_flow = asyncio.Event()  # type: ignore[attr-defined]
-        return service
+    service = Service()
+    service.suspend_flow = asyncio.Event()
+    return service
 
 
 def _wait_first() -> object:
@@ -42,10 +40,9 @@ def _wait_first() -> object:
     return Consumer.wait_first
 
 
-
 def test_a_delivery_that_finds_room_runs_at_once_and_makes_no_task() -> None:
     async def scenario() -> None:
-        wait_first, service = _wait_first(), _Service()
+        wait_first, service = _wait_first(), _service()
         tasks = len(asyncio.all_tasks())
 
         async def deliver() -> str:
@@ -60,10 +57,9 @@ def test_a_delivery_that_finds_room_runs_at_once_and_makes_no_task() -> None:
     asyncio.run(scenario())
 
 
-
 def test_a_delivery_that_has_to_wait_finishes_as_faust_would() -> None:
     async def scenario() -> None:
-        wait_first, service = _wait_first(), _Service()
+        wait_first, service = _wait_first(), _service()
         room = asyncio.get_running_loop().create_future()
         steps = []
 
@@ -83,10 +79,9 @@ def test_a_delivery_that_has_to_wait_finishes_as_faust_would() -> None:
     asyncio.run(scenario())
 
 
-
 def test_a_waiting_delivery_is_cancelled_when_the_flow_is_suspended() -> None:
     async def scenario() -> None:
-        wait_first, service = _wait_first(), _Service()
+        wait_first, service = _wait_first(), _service()
         seen = []
 
         async def deliver() -> None:
@@ -106,10 +101,9 @@ def test_a_waiting_delivery_is_cancelled_when_the_flow_is_suspended() -> None:
     asyncio.run(scenario())
 
 
-
 def test_a_delivery_that_fails_at_once_raises_to_the_fetch_loop() -> None:
     async def scenario() -> None:
-        wait_first, service = _wait_first(), _Service()
+        wait_first, service = _wait_first(), _service()
 
         async def deliver() -> None:
             raise ValueError("undecodable")
@@ -118,7 +112,6 @@ def test_a_delivery_that_fails_at_once_raises_to_the_fetch_loop() -> None:
             await wait_first(service, deliver(), service.suspend_flow.wait())
 
     asyncio.run(scenario())
-
 
 
 class _Fetching:
