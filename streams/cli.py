@@ -6,6 +6,7 @@ status 1; settings come from flags, then `TRIBUNAL_*` / `KAFKA_BOOTSTRAP` enviro
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import sys
@@ -139,18 +140,21 @@ def worker(bootstrap: Bootstrap = None, topic_prefix: Prefix = None,
     _run_worker(settings)
 
 
-def _run_worker(settings: Settings) -> None:
-    import gc
+def _fewer_collections() -> None:
+    """The folds allocate many short-lived objects and keep a few large persistent maps: at CPython's
+    default young-generation threshold (700) the collector runs so often it took 60% of a group's fold
+    (bench/limits_fold.py) and a tenth of a replay (bench/replay_file.py)."""
+    gc.set_threshold(10_000, 10, 10)
 
+
+def _run_worker(settings: Settings) -> None:
     import faust
 
     from streams.app import create_app, discard_local_tables
     from streams.topics import create_topics
 
     create_topics(settings)
-    # A group's state is a few large persistent maps; at CPython's default young-generation
-    # threshold (700) the collector runs so often it takes 60% of the fold (bench/limits_fold.py).
-    gc.set_threshold(10_000, 10, 10)
+    _fewer_collections()
     app = create_app(settings)
     if settings.processing_guarantee == "exactly_once":
         discard_local_tables(app)
@@ -524,6 +528,8 @@ def replay(input_file: Annotated[Path | None, typer.Option("--input", "-i", help
     settings = _settings(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
     replayer = Replayer(topic_prefix=settings.topic_prefix)
     processes = jobs or os.cpu_count() or 1
+    _fewer_collections()
+    gc.freeze()  # start-up's objects: never scanned again, here nor in the processes forked from here
     started = time.perf_counter()
     sink = None
     if output_file is not None:
