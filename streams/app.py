@@ -91,6 +91,7 @@ def create_app(settings: Settings) -> faust.App:
     faust_private.retry_transactions_soon()
     faust_private.deliver_without_tasks()
     faust_private.fetch_while_streams_are_full()
+    faust_private.commit_without_a_table()
     app = faust.App(
         settings.app_id,
         broker=settings.broker_url,

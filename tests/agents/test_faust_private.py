@@ -134,3 +134,18 @@ def test_a_partition_whose_stream_is_full_stays_in_the_fetch_set() -> None:
     consumer = _Fetching("in-0", "in-1")
     Consumer.on_buffer_full(consumer, "in-0")  # as the conductor calls it when a stream's buffer is 80% full
     assert consumer.active == {"in-0", "in-1"}  # Faust's own would fetch only in-1 (and wait out a second)
+
+
+def test_the_commit_log_table_is_drawn_only_when_the_line_is_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    import faust.transport.consumer
+    from faust.utils import terminal
+
+    drawn: list[tuple[Any, ...]] = []
+    real = terminal.logtable
+    monkeypatch.setattr(terminal, "logtable", lambda *args, **kwargs: drawn.append(args) or real(*args, **kwargs))
+    monkeypatch.setattr(faust.transport.consumer, "terminal", terminal)
+    faust_private.commit_without_a_table()
+    rows, options = [("tp-0", "41")], {"title": "Commit Offsets", "headers": ["TP", "Offset"]}
+    table = faust.transport.consumer.terminal.logtable(rows, **options)
+    assert drawn == []
+    assert f"{table}" == real(rows, **options) and len(drawn) == 1
