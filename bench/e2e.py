@@ -168,13 +168,24 @@ async def baseline_loop(bootstrap: str, source: str, sink: str, stop: asyncio.Ev
         await consumer.stop()
 
 
-def latencies(seen: list[tuple[float, bytes]], skip: float = 0.0) -> tuple[float, float]:
-    """p50 and p99 in ms of each output's visible-at minus its input's timestamp; inputs of the first
-    `skip` seconds left out."""
+class Latency(NamedTuple):
+    p50: float
+    p99: float
+    warm: float  # p99 without the first WARM_UP seconds of inputs
+
+
+def latency(seen: list[tuple[float, bytes]]) -> Latency:
+    """p50 and p99 in ms of each output's visible-at minus its input's timestamp, and the p99 without
+    the inputs of the first WARM_UP seconds."""
     pairs = [(at, json.loads(value)["cause"]["timestamp"] / 1000) for at, value in seen]
     first = min(made for _, made in pairs)
-    ms = sorted((at - made) * 1000 for at, made in pairs if made >= first + skip)
-    return statistics.median(ms), ms[int(len(ms) * 0.99) - 1]
+    ms = sorted((at - made) * 1000 for at, made in pairs)
+    warm = sorted((at - made) * 1000 for at, made in pairs if made >= first + WARM_UP)
+    return Latency(statistics.median(ms), _p99(ms), _p99(warm))
+
+
+def _p99(ms: list[float]) -> float:
+    return ms[int(len(ms) * 0.99) - 1]
 
 
 async def create(bootstrap: str, names: list[str]) -> None:
@@ -184,12 +195,6 @@ async def create(bootstrap: str, names: list[str]) -> None:
         await admin.create_topics([NewTopic(n, PARTITIONS, 1) for n in names])
     finally:
         await admin.close()
-
-
-class Latency(NamedTuple):
-    p50: float
-    p99: float
-    warm: float  # p99 without the first WARM_UP seconds of inputs
 
 
 async def loop_latency(bootstrap: str, name: str, rate: float, seconds: float, transactional: bool) -> Latency:
@@ -204,7 +209,7 @@ async def loop_latency(bootstrap: str, name: str, rate: float, seconds: float, t
     await task
     stop.set()
     await loop
-    return Latency(*latencies(seen), latencies(seen, WARM_UP)[1])
+    return latency(seen)
 
 
 async def run_baseline(bootstrap: str, records: int, rate: float, seconds: float) -> tuple[float, Latency, Latency]:
@@ -314,7 +319,7 @@ def breakdown(r: Result) -> str:
     s, n = r.stats, max(1, r.stats["records"])
     wall = r.phase.records / r.throughput
     us = {"agents waiting for Faust's next record": s["waiting"], "admit": s["admit"], "fold": s["fold"],
-          "write": s["write"], "acknowledgements (waiting on the broker)": s.get("acks", 0.0),
+          "write": s["write"], "acknowledgements (waiting on the broker)": s["acks"],
           "commit (waiting on the broker)": s["commit"]}
     us["worker CPU outside fold and write (Faust, aiokafka)"] = max(0.0, r.cpu - s["fold"] - s["write"])
     parts = ", ".join(f"{k} {v / n * 1e6:.0f}" for k, v in us.items())
@@ -355,8 +360,7 @@ def main() -> None:
         if r.phase.rate is None:
             print(f"{'tribunal ' + r.phase.name:<36} {r.throughput:>10,.0f}")
         else:
-            p50, p99 = latencies(r.seen)
-            warm = latencies(r.seen, WARM_UP)[1]
+            p50, p99, warm = latency(r.seen)
             print(f"{'tribunal ' + r.phase.name:<36} {r.throughput:>10,.0f} {p50:>8.1f} {p99:>8.1f}  ({warm:.1f}; "
                   f"{r.behind} decisions outstanding when the last input was produced)")
     keyed, misrouted = ours[0], ours[-1]

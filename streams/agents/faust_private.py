@@ -185,7 +185,7 @@ class _DrawnWhenLogged:
     def __str__(self) -> str:
         from faust.utils import terminal
 
-        return str(terminal.logtable(*self.args, **self.kwargs))
+        return terminal.logtable(*self.args, **self.kwargs)
 
 
 def commit_without_a_table() -> None:
