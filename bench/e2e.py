@@ -174,7 +174,7 @@ class Latency(NamedTuple):
     warm: float  # p99 without the first WARM_UP seconds of inputs
 
 
-def latency(seen: list[tuple[float, bytes]]) -> Latency:
+def latency_of(seen: list[tuple[float, bytes]]) -> Latency:
     """p50 and p99 in ms of each output's visible-at minus its input's timestamp, and the p99 without
     the inputs of the first WARM_UP seconds."""
     pairs = [(at, json.loads(value)["cause"]["timestamp"] / 1000) for at, value in seen]
@@ -209,7 +209,7 @@ async def loop_latency(bootstrap: str, name: str, rate: float, seconds: float, t
     await task
     stop.set()
     await loop
-    return latency(seen)
+    return latency_of(seen)
 
 
 async def run_baseline(bootstrap: str, records: int, rate: float, seconds: float) -> tuple[float, Latency, Latency]:
@@ -336,9 +336,9 @@ def main() -> None:
     parser.add_argument("--high-seconds", type=float, default=30.0)
     parser.add_argument("--keep", type=Path, help="copy the workers' logs to this directory")
     args = parser.parse_args()
-    latency = int(args.rate * args.seconds)
-    phases = [Phase("backlog, exactly-once", args.records), Phase("1,000/s exactly-once", latency, args.rate),
-              Phase("1,000/s at-least-once", latency, args.rate, "at_least_once"),
+    at_rate = int(args.rate * args.seconds)
+    phases = [Phase("backlog, exactly-once", args.records), Phase("1,000/s exactly-once", at_rate, args.rate),
+              Phase("1,000/s at-least-once", at_rate, args.rate, "at_least_once"),
               Phase(f"{args.high_rate:,.0f}/s exactly-once", int(args.high_rate * args.high_seconds), args.high_rate),
               Phase("backlog, misrouted", args.records, wrong=True)]
     with local_stack("e2e") as cluster:
@@ -360,7 +360,7 @@ def main() -> None:
         if r.phase.rate is None:
             print(f"{'tribunal ' + r.phase.name:<36} {r.throughput:>10,.0f}")
         else:
-            p50, p99, warm = latency(r.seen)
+            p50, p99, warm = latency_of(r.seen)
             print(f"{'tribunal ' + r.phase.name:<36} {r.throughput:>10,.0f} {p50:>8.1f} {p99:>8.1f}  ({warm:.1f}; "
                   f"{r.behind} decisions outstanding when the last input was produced)")
     keyed, misrouted = ours[0], ours[-1]
