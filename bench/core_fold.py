@@ -2,7 +2,7 @@
 
 Three measures per pool size, each over the same generated log (seeded, so runs compare):
   decide   `decider.on_metric` on already-parsed (app, metrical) pairs: the decision logic alone;
-  fold     `pool.apply` on raw envelope bytes: validation, decision, the ScalingDecision record;
+  fold     `pools.apply` on raw envelope bytes: validation, decision, the ScalingDecision record;
   encode   fold plus the record's canonical JSON bytes: everything a worker does but Kafka I/O.
 Rates are medians of --repeat runs. Run: `.venv/bin/python bench/core_fold.py [--records N]`.
 """
@@ -18,7 +18,8 @@ from typing import Any
 
 from machine import describe  # type: ignore[import-not-found]
 
-from streams.core import decider, pool
+from streams.core import pools
+from streams.core.pools import decider
 from streams.core.source import SourceRecord
 from streams.io import envelope
 
@@ -38,9 +39,9 @@ def log(apps: int, records: int, seed: int = 7) -> list[tuple[str, float]]:
     return [(f"app{rng.randrange(apps):04d}", float(rng.randrange(101))) for _ in range(records)]
 
 
-def start(apps: int) -> pool.PoolState:
-    record = SourceRecord(pool.POLICIES, 0, 0, 0, b"bench", json.dumps(policy(apps)).encode())
-    state, _ = pool.apply(pool.PoolState(), record, pool.POLICIES)
+def start(apps: int) -> pools.PoolState:
+    record = SourceRecord(pools.POLICIES, 0, 0, 0, b"bench", json.dumps(policy(apps)).encode())
+    state, _ = pools.apply(pools.PoolState(), record, pools.POLICIES)
     return state
 
 
@@ -65,18 +66,18 @@ def _once(apps: int, records: int) -> tuple[float, float, float]:
         state, _ = decider.on_metric(state, name, value)
     decide = time.perf_counter() - t
 
-    raw = [SourceRecord(pool.PLUGIN_DECIDER, 0, i, i, b"bench", envelope(n, v, pool.PLUGIN_DECIDER))
+    raw = [SourceRecord(pools.PLUGIN_DECIDER, 0, i, i, b"bench", envelope(n, v, pools.PLUGIN_DECIDER))
            for i, (n, v) in enumerate(metrics)]
     s = initial
     t = time.perf_counter()
     for record in raw:
-        s, _ = pool.apply(s, record, pool.PLUGIN_DECIDER)
+        s, _ = pools.apply(s, record, pools.PLUGIN_DECIDER)
     fold = time.perf_counter() - t
 
     s = initial
     t = time.perf_counter()
     for record in raw:
-        s, outputs = pool.apply(s, record, pool.PLUGIN_DECIDER)
+        s, outputs = pools.apply(s, record, pools.PLUGIN_DECIDER)
         for out in outputs:
             out.value_bytes()
     encode = time.perf_counter() - t

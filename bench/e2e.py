@@ -39,9 +39,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from machine import describe, local_stack  # type: ignore[import-not-found]
 
-from streams.agents.routing import partition_for
 from streams.infra.cluster import free_ports
 from streams.io import envelope
+from streams.worker.routing import partition_for
 
 TRIBUNAL = str(Path(sys.executable).with_name("tribunal"))
 POOLS = 20

@@ -4,7 +4,7 @@ The group starts with every job owned (spread over the schedulers), loaded as th
 Then a seeded mix that a busy
 group sees: a job moving (released, then acquired by another scheduler), a job created and later
 deleted (K moves, so N may move for every scheduler sharing an n), a scheduler put offline and
-back. Each record goes through `limits.apply` from raw bytes (validation, fold, every output
+back. Each record goes through `groups.apply` from raw bytes (validation, fold, every output
 record) and its outputs are encoded to bytes, as the worker would send them. A snapshot of the
 whole group (100,000 jobs compared) is timed apart. Medians of --repeat runs, with the garbage
 collector's young-generation threshold the worker sets (10,000) and, for comparison, CPython's
@@ -24,7 +24,7 @@ import time
 from machine import describe  # type: ignore[import-not-found]
 from pyrsistent import pmap
 
-from streams.core import limits
+from streams.core import groups
 from streams.core.source import SourceRecord
 
 
@@ -32,14 +32,14 @@ def event_record(offset: int, event: dict[str, object], topic: str) -> SourceRec
     return SourceRecord(topic, 0, offset, offset, b"g", json.dumps({"group": "g", **event}).encode())
 
 
-def setup(schedulers: int, jobs: int) -> tuple[limits.GroupState, list[str]]:
+def setup(schedulers: int, jobs: int) -> tuple[groups.GroupState, list[str]]:
     """A group with every job owned, built as a worker would load it from its table."""
     ids = [f"s{i:04d}" for i in range(schedulers)]
-    state = limits.load({
+    state = groups.load({
         "members": {sid: [f"{sid}:7000", 1 + i % 3, jobs] for i, sid in enumerate(ids)}, "offline": [],
         "owners": {f"j{j:06d}": ids[j % len(ids)] for j in range(jobs)}, "figures": {}, "offers": {},
         "capacity_ok": True, "seqs": {}, "offsets": {}})
-    return state.evolve(figures=pmap({sid: state.figures_of(sid) for sid in ids})), ids
+    return state._replace(figures=pmap({sid: state.figures_of(sid) for sid in ids})), ids
 
 
 def workload(ids: list[str], jobs: int, records: int, seed: int = 11) -> list[tuple[str, dict[str, object]]]:
@@ -52,27 +52,27 @@ def workload(ids: list[str], jobs: int, records: int, seed: int = 11) -> list[tu
         if kind < 0.7:
             job = f"j{rng.randrange(jobs):06d}"
             new = ids[rng.randrange(len(ids))]
-            out.append((limits.JOB_EVENTS, {"type": "JobReleased", "job": job, "scheduler": owner[job]}))
-            out.append((limits.JOB_EVENTS, {"type": "JobAcquired", "job": job, "scheduler": new}))
+            out.append((groups.JOB_EVENTS, {"type": "JobReleased", "job": job, "scheduler": owner[job]}))
+            out.append((groups.JOB_EVENTS, {"type": "JobAcquired", "job": job, "scheduler": new}))
             owner[job] = new
         elif kind < 0.95:
             job = f"x{extra:06d}"
             extra += 1
-            out.append((limits.JOB_EVENTS, {"type": "JobCreated", "job": job}))
-            out.append((limits.JOB_EVENTS, {"type": "JobDeleted", "job": job}))
+            out.append((groups.JOB_EVENTS, {"type": "JobCreated", "job": job}))
+            out.append((groups.JOB_EVENTS, {"type": "JobDeleted", "job": job}))
         else:
             sid = ids[rng.randrange(len(ids))]
-            out.append((limits.SCHEDULER_EVENTS, {"type": "SchedulerOfflineRequested", "scheduler": sid}))
-            out.append((limits.SCHEDULER_EVENTS, {"type": "SchedulerOnlineRequested", "scheduler": sid}))
+            out.append((groups.SCHEDULER_EVENTS, {"type": "SchedulerOfflineRequested", "scheduler": sid}))
+            out.append((groups.SCHEDULER_EVENTS, {"type": "SchedulerOnlineRequested", "scheduler": sid}))
     return out[:records]
 
 
-def run(state: limits.GroupState, log: list[SourceRecord]) -> tuple[float, int]:
+def run(state: groups.GroupState, log: list[SourceRecord]) -> tuple[float, int]:
     started = time.perf_counter()
     outputs = 0
     for record in log:
         topic = record.topic
-        state, emitted = limits.apply(state, record, topic)
+        state, emitted = groups.apply(state, record, topic)
         for emit in emitted:
             emit.value_bytes()
         outputs += len(emitted)
@@ -104,9 +104,9 @@ def main() -> None:
             {"type": "SchedulerRegistered", "group": "g", "scheduler": m.scheduler, "address": m.address,
              "fault_tolerance": m.n, "alarm_threshold": m.M} for m in state.members.values()],
             "jobs": dict(state.owners), "offline": []}
-        snap = event_record(base + args.records + 1, truth, limits.SCHEDULER_EVENTS)
+        snap = event_record(base + args.records + 1, truth, groups.SCHEDULER_EVENTS)
         started = time.perf_counter()
-        limits.apply(state, snap, limits.SCHEDULER_EVENTS)
+        groups.apply(state, snap, groups.SCHEDULER_EVENTS)
         snapshot_s = time.perf_counter() - started
         print(f"{schedulers:>10} {seconds / args.records * 1e6:>10.1f} {args.records / seconds:>10,.0f} "
               f"{default_gc / args.records * 1e6:>10.1f} {outputs / args.records:>11.2f} {snapshot_s:>10.2f}")

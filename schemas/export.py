@@ -22,6 +22,7 @@ from schemas.limits import (
     JobReleased,
     MembershipSnapshot,
     RejectionLimit,
+    SchedulerAlert,
     SchedulerLost,
     SchedulerOfflineRequested,
     SchedulerOnlineRequested,
@@ -34,7 +35,8 @@ MODELS: tuple[type[BaseModel], ...] = (
     Cause, CommandEnvelope, DeadLetter, DeciderPolicy, InstancesObserved, JusticeOutcome,
     JusticePolicy, MetricBody, PoolCapacitySet, ScalingDecision,
     Alert, GroupHealth, JobAcquired, JobCreated, JobDeleted, JobOffers, JobReleased, MembershipSnapshot,
-    RejectionLimit, SchedulerLost, SchedulerOfflineRequested, SchedulerOnlineRequested, SchedulerRegistered,
+    RejectionLimit, SchedulerAlert, SchedulerLost, SchedulerOfflineRequested, SchedulerOnlineRequested,
+    SchedulerRegistered,
 )
 JSON_DIR = Path(__file__).resolve().parent / "json"
 

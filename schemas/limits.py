@@ -166,9 +166,25 @@ class Alert(Record):
     type: Literal["Alert"] = "Alert"
     group: str
     scheduler: str | None
-    kind: Literal["alarm", "alarm_cleared", "capacity_short", "capacity_restored", "over_threshold"]
+    kind: Literal["alarm", "alarm_cleared", "capacity_short", "capacity_restored"]
     message: str
     X: int | None = None
     M: int | None = None
-    cause: Cause | None = None
-    seq: int | None = None
+    cause: Cause
+    seq: int
+
+
+class SchedulerAlert(Record):
+    """What a scheduler client says of itself (`tribunal scheduler`): it holds more jobs than its alarm threshold.
+
+    Written by the client to `scheduler-alerts`, not to the limits fold's `alerts`: every record of a
+    fold's output topic is one the fold derived (with its cause and seq), so `replay --verify` can
+    check them all, and a record a client wrote there would read as a divergence."""
+
+    type: Literal["SchedulerAlert"] = "SchedulerAlert"
+    group: str
+    scheduler: str
+    kind: Literal["over_threshold"] = "over_threshold"
+    message: str
+    X: int
+    M: int

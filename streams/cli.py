@@ -16,7 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
-from streams.errors import TribunalError
+from streams.errors import ConfigError, TribunalError
 from streams.settings import Settings
 
 cli = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
@@ -150,8 +150,8 @@ def _fewer_collections() -> None:
 def _run_worker(settings: Settings) -> None:
     import faust
 
-    from streams.app import create_app, discard_local_tables
     from streams.topics import create_topics
+    from streams.worker.app import create_app, discard_local_tables
 
     create_topics(settings)
     _fewer_collections()
@@ -384,18 +384,20 @@ def policy_apply(file: Annotated[Path, typer.Argument(help="Policy file: a recor
 @cli.command("state")
 def state(pool: Annotated[str | None, typer.Option(help="Pool id")] = None,
           group: Annotated[str | None, typer.Option(help="Scheduler group id")] = None,
+          fold: Annotated[str | None, typer.Option(help="Or any fold of the catalogue by name (with --key)")] = None,
+          key: Annotated[str | None, typer.Option(help="The key, with --fold")] = None,
           as_json: Annotated[bool, typer.Option("--json", help="Print the raw JSON")] = False,
           web: Annotated[str | None, typer.Option(help="Worker web endpoint host:port "
                                                   "(default $TRIBUNAL_WEB_HOST:$TRIBUNAL_WEB_PORT)")] = None) -> None:
-    """Show a pool (instances, metricals, free capacity, policy) or a scheduler group, from the worker."""
+    """Show a pool (instances, metricals, free capacity, policy), a scheduler group, or a key of any fold."""
     import urllib.error
     import urllib.parse
     import urllib.request
 
-    if (pool is None) == (group is None):
-        raise TribunalError("name exactly one of --pool and --group")
-    scope, key = ("pools", pool) if pool is not None else ("groups", group)
-    assert key is not None
+    named = [(s, k) for s, k in (("pools", pool), ("groups", group), (fold, key)) if s is not None and k is not None]
+    if len(named) != 1 or (fold is None) != (key is None):
+        raise TribunalError("name exactly one of --pool, --group, or --fold with --key")
+    [(scope, key)] = named
     settings = _settings()
     where = web or f"{settings.web_host}:{settings.web_port}"
     url = f"http://{where}/{scope}/{urllib.parse.quote(key, safe='')}/"
@@ -403,10 +405,10 @@ def state(pool: Annotated[str | None, typer.Option(help="Pool id")] = None,
         with urllib.request.urlopen(url, timeout=10) as response:
             body = json.loads(response.read())
     except urllib.error.HTTPError as e:
-        raise TribunalError(f"{scope[:-1]} {key!r}: the worker at {where} answered {e.code}") from None
+        raise TribunalError(f"{scope} {key!r}: the worker at {where} answered {e.code}") from None
     except (urllib.error.URLError, OSError) as e:
         raise TribunalError(f"no worker answers at {where}: {getattr(e, 'reason', e)}") from None
-    if as_json or group is not None:
+    if as_json or pool is None:
         typer.echo(json.dumps(body, indent=2, sort_keys=True))
         return
     typer.echo(f"pool {pool}")
@@ -655,8 +657,27 @@ def _open(path: Path, mode: str) -> Any:
         raise TribunalError(f"cannot open {path}: {e.strerror}") from None
 
 
+def register_folds(entries: str) -> None:
+    """Add the folds `TRIBUNAL_FOLDS` names ('module:NAME', comma-separated) to the catalogue."""
+    import importlib
+
+    from streams.core import folds
+
+    for entry in filter(None, (e.strip() for e in entries.split(","))):
+        module, _, name = entry.partition(":")
+        try:
+            fold = getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError) as e:
+            raise ConfigError(f"TRIBUNAL_FOLDS entry {entry!r}: {e}") from None
+        if not isinstance(fold, folds.Fold):
+            raise ConfigError(f"TRIBUNAL_FOLDS entry {entry!r} is a {type(fold).__name__}, not a Fold")
+        if fold.name not in folds.BY_NAME:
+            folds.register(fold)
+
+
 def main() -> None:
     try:
+        register_folds(Settings().folds)
         cli()
     except TribunalError as e:
         typer.echo(f"tribunal: {e}", err=True)

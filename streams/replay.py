@@ -29,9 +29,8 @@ from typing import Any, BinaryIO, NamedTuple
 
 import orjson
 
-from streams.core.deadletter import dlq_topic
 from streams.core.folds import route
-from streams.core.outputs import DLQ
+from streams.core.outputs import topic_of
 from streams.core.source import SourceRecord
 from streams.errors import ConfigError
 
@@ -126,7 +125,7 @@ class Replayer:
         counts["records"] = counts.get("records", 0) + 1
         derived = []
         for emit in outputs:
-            topic = dlq_topic(record.topic) if emit.stream == DLQ else self.topic_prefix + emit.stream
+            topic = topic_of(emit.stream, record.topic, self.topic_prefix)
             counts[emit.stream] = counts.get(emit.stream, 0) + 1
             derived.append((topic, record.partition, record.timestamp, emit.key, emit.value_bytes()))
         return derived

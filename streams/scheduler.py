@@ -26,11 +26,20 @@ from typing import Any
 
 import orjson
 
-from streams.core.limits import ALERTS, JOB_OFFERS, REJECTION_LIMITS
+from schemas.limits import SchedulerAlert
+from streams.core.groups import JOB_OFFERS, REJECTION_LIMITS
 from streams.settings import Settings
+from streams.topics import SCHEDULER_ALERTS
 from streams.zk.layout import Layout, registration
 
 log = logging.getLogger(__name__)
+
+
+def over_threshold(group: str, scheduler: str, held: int, threshold: int) -> bytes:
+    """The `SchedulerAlert` a scheduler writes when it holds more jobs than its alarm threshold."""
+    return SchedulerAlert(group=group, scheduler=scheduler, X=held, M=threshold,
+                          message=f"{scheduler} holds {held} jobs, over its alarm threshold {threshold}: "
+                                  "add machines").model_dump_json().encode()
 
 
 @dataclass
@@ -116,11 +125,7 @@ class SchedulerClient:
         return len(self.held) < int(self.limit["N"])
 
     def _alert(self) -> None:
-        alert = {"type": "Alert", "group": self.group, "scheduler": self.scheduler, "kind": "over_threshold",
-                 "message": f"{self.scheduler} holds {len(self.held)} jobs, over its alarm threshold "
-                            f"{self.alarm_threshold}: add machines", "X": len(self.held), "M": self.alarm_threshold,
-                 "cause": None, "seq": None}
-        self._alerts.append(orjson.dumps(alert))
+        self._alerts.append(over_threshold(self.group, self.scheduler, len(self.held), self.alarm_threshold))
 
     def step(self) -> None:
         """One pass of the pseudo-code; ZooKeeper being unreachable for a while only skips passes."""
@@ -188,7 +193,7 @@ class SchedulerClient:
                         self._follow(record)
                 await asyncio.to_thread(self.step)
                 for alert in self._alerts:
-                    await producer.send(self.settings.topic(ALERTS), alert, key=self.group.encode())
+                    await producer.send(self.settings.topic(SCHEDULER_ALERTS), alert, key=self.group.encode())
                 self._alerts.clear()
                 if not batch:
                     with contextlib.suppress(TimeoutError):

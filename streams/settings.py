@@ -35,10 +35,10 @@ class Settings(BaseSettings):
                                "0.1 ms per record of the last batch before it writes the next, up to this, "
                                "so that fewer, larger transactions cost the broker less; a light load is "
                                "committed at once. Under exactly-once a decision is visible to read_committed "
-                               "consumers once committed (see streams.agents.checkpoint)")
+                               "consumers once committed (see streams.worker.checkpoint)")
     max_batch: int = Field(
         5_000, ge=1, description="Records folded in memory before the agents wait for the flusher to write "
-                                 "and commit them (see streams.agents.checkpoint)")
+                                 "and commit them (see streams.worker.checkpoint)")
     session_timeout: float = Field(
         10.0, gt=0, description="Seconds until the group gives a dead worker's partitions to another")
     linger: float = Field(
@@ -46,11 +46,15 @@ class Settings(BaseSettings):
                                  "partition is in flight at a time, so batching is what lets outputs keep pace")
     stall_timeout: float = Field(
         30.0, gt=0, description="Seconds an input partition may have records waiting without progress "
-                                "before the worker restarts itself in place (see streams.agents.watchdog)")
+                                "before the worker restarts itself in place (see streams.worker.watchdog)")
     instance_id: str | None = Field(
         None, description="Static group membership id (KIP-345); default: app id, host name and web port. "
                           "A restarted worker with the same id takes its partitions back without a rebalance")
     log_level: str = "info"
+    folds: str = Field(
+        "", description="More folds beside pools and groups, as 'module:NAME' entries separated by commas "
+                        "(each a `streams.core.folds.Fold`); every command registers them before it runs, so "
+                        "the worker folds them and replay, verify, explain and `topics create` know them")
 
     def topic(self, name: str) -> str:
         return f"{self.topic_prefix}{name}"

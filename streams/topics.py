@@ -7,7 +7,7 @@ Faust subscribes only to topics that exist when a worker starts (a missing sourc
 in one partition, in order. `policies` is compacted (its latest record per pool is the pool's
 policy), and so is `rejection-limits` (its latest record per scheduler is the scheduler's limit).
 Each fold also has an internal `<fold>.repartition` topic, read beside its inputs, that carries
-records to their key's partition (`streams.agents.routing`).
+records to their key's partition (`streams.worker.routing`).
 """
 
 from __future__ import annotations
@@ -15,12 +15,13 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from streams.core.deadletter import dlq_topic
 from streams.core.folds import FOLDS
+from streams.core.outputs import dlq_topic
 from streams.errors import TribunalError
 from streams.settings import Settings
 
 REDRIVES = "dlq-redrives"  # which dead letters `tribunal dlq redrive` produced again (streams.dlq)
+SCHEDULER_ALERTS = "scheduler-alerts"  # what scheduler clients say of themselves (schemas.limits.SchedulerAlert)
 
 
 @dataclass(frozen=True)
@@ -38,12 +39,23 @@ def catalogue(settings: Settings) -> list[TopicSpec]:
     internal = [TopicSpec(settings.topic(f.repartition)) for f in FOLDS]
     dead = [TopicSpec(dlq_topic(settings.topic(t))) for f in FOLDS for t in (*f.inputs, f.repartition)]
     outputs = [TopicSpec(settings.topic(t), compacted=t in f.compacted) for f in FOLDS for t in f.outputs]
-    return [*inputs, *internal, *outputs, *dead, TopicSpec(settings.topic(REDRIVES), compacted=True)]
+    clients = [TopicSpec(settings.topic(REDRIVES), compacted=True), TopicSpec(settings.topic(SCHEDULER_ALERTS))]
+    return [*inputs, *internal, *outputs, *dead, *clients]
 
 
-def input_topics(settings: Settings) -> set[str]:
+def input_topics(settings: Settings) -> list[str]:
+    """Every fold's input topics, as producers write them (what replay and the audit tools read)."""
+    return [settings.topic(t) for f in FOLDS for t in f.inputs]
+
+
+def output_topics(settings: Settings) -> list[str]:
+    """Every fold's output topics, and the dead-letter topic of each input."""
+    return [settings.topic(t) for f in FOLDS for t in f.outputs] + [dlq_topic(t) for t in input_topics(settings)]
+
+
+def worker_topics(settings: Settings) -> set[str]:
     """What the worker reads: every fold's inputs and its repartition topic (one partition count for all)."""
-    return {settings.topic(t) for f in FOLDS for t in (*f.inputs, f.repartition)}
+    return {*input_topics(settings), *(settings.topic(f.repartition) for f in FOLDS)}
 
 
 async def _create(settings: Settings, specs: list[TopicSpec]) -> list[str]:
@@ -64,7 +76,7 @@ async def _create(settings: Settings, specs: list[TopicSpec]) -> list[str]:
         if present:
             described = await admin.describe_topics(present)
             wrong = sorted(d["topic"] for d in described if len(d["partitions"]) != settings.partitions
-                           and d["topic"] in input_topics(settings))
+                           and d["topic"] in worker_topics(settings))
             if wrong:
                 raise TribunalError(f"input topics {wrong} do not have {settings.partitions} partitions; "
                                     "inputs must be co-partitioned (set --partitions to match)")

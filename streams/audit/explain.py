@@ -8,6 +8,7 @@ pass, for the audit report.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -15,13 +16,11 @@ import orjson
 
 from streams.audit.kafka_log import KafkaLog
 from streams.audit.order import Coordinates, coordinates
-from streams.core import pool
-from streams.core.folds import BY_NAME, scope
+from streams.core.folds import BY_NAME, Fold, scope
 from streams.core.source import SourceRecord
 from streams.errors import TribunalError
 from streams.replay import Replayer
 from streams.settings import Settings
-from streams.views import describe, describe_group
 
 
 class NotFound(TribunalError):
@@ -60,7 +59,7 @@ def explanations(log: KafkaLog, settings: Settings, wanted: Callable[[SourceReco
         before = replayer.states.get(slot) or fold.empty()
         rows = replayer.feed(record)
         after = replayer.states[slot]
-        yield explain_one(record, fold.name, slot[1], before, after, [orjson.loads(out.value) for out in rows])
+        yield explain_one(record, fold, slot[1], before, after, [orjson.loads(out.value) for out in rows])
         if until is not None and coordinates(record) == until:
             return
 
@@ -71,55 +70,20 @@ def explain(log: KafkaLog, settings: Settings, target: Coordinates) -> dict[str,
     raise NotFound(f"no input {target[0]}[{target[1]}]@{target[2]} in the log")
 
 
-def explain_one(record: SourceRecord, fold: str, key: str, before: Any, after: Any,
+def explain_one(record: SourceRecord, fold: Fold[Any], key: str, before: Any, after: Any,
                 outputs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The input, the key's state before and after (the fold's `describe`), its outputs, and what the fold adds."""
     text = (record.value or b"").decode("utf-8", "replace")
     out: dict[str, Any] = {
         "input": {"topic": record.topic, "partition": record.partition, "offset": record.offset,
                   "timestamp": record.timestamp, "key": key, "value": text},
-        "fold": fold, "key": key, "outputs": outputs}
-    if fold == "pools":
-        out["before"], out["after"] = describe(key, before), describe(key, after)
-        for output in outputs:
-            if output["type"] == "ScalingDecision":
-                out["decision"] = _decision(output, before)
-            elif output["type"] == "JusticeOutcome":
-                out["justice"] = {k: output[k] for k in ("policy_version", "driver", "metrical", "outcome", "rule",
-                                                         "targets", "deltas", "reason")}
-    else:
-        out["before"], out["after"] = describe_group(key, before), describe_group(key, after)
+        "fold": fold.name, "key": key, "outputs": outputs,
+        "before": fold.describe(key, before), "after": fold.describe(key, after)}
     for output in outputs:
         if output["type"] == "DeadLetter":
             out["rejected"] = {"reason_code": output["reason_code"], "reason": output["reason"]}
-        elif output["type"] == "GroupHealth":
-            out["group"] = {k: output[k] for k in ("event", "applied", "note", "K", "S", "sum_N", "capacity_ok",
-                                                   "orphans", "offers", "corrections")}
+    out.update(fold.explain(before, outputs))
     return out
-
-
-def _decision(decision: dict[str, Any], before: pool.PoolState) -> dict[str, Any]:
-    """The decision's rounds, with the trigger app's ranges and which one its metrical fell in."""
-    rounds: dict[str, list[dict[str, Any]]] = {}
-    for move in decision["moves"]:
-        rounds.setdefault(move["round"], []).append(move)
-    preempted = sum(m["count"] for m in rounds.get("preempt", []))
-    shares = {m["from"]: {"count": m["count"], "share": m["count"] / preempted} for m in rounds.get("preempt", [])}
-    detail: dict[str, Any] = {
-        "seq": decision["seq"], "policy_version": decision["policy_version"], "trigger": decision["trigger"],
-        "outcome": decision["outcome"], "requested": decision["requested"], "granted": decision["granted"],
-        "rounds": rounds, "preemption_shares": shares, "scores": decision["scores"],
-        "free_after": decision["free"], "instances_after": decision["instances"],
-        "reason_code": decision["reason_code"], "reason": decision["reason"]}
-    app = decision["trigger"].get("app")
-    policy = before.decider.policy if before.decider is not None else None
-    if app is not None and policy is not None and app.casefold() in policy.by_key:
-        rule = policy.by_key[app.casefold()]
-        metrical = decision["trigger"]["metrical"]
-        detail["ranges"] = [{"metrical": [lo, hi], "number": number,
-                             "matched": lo <= metrical < hi or metrical == hi == rule.ranges[-1][1]}
-                            for lo, hi, number in rule.ranges]
-        detail["app"] = {"app": rule.name, "priority": rule.priority, "min": rule.min_num, "max": rule.max_num}
-    return detail
 
 
 def render(found: dict[str, Any]) -> str:
@@ -151,6 +115,10 @@ def render(found: dict[str, Any]) -> str:
                              + "".join(f" {k}" for k in ("refuse", "alarm", "offline", "drained") if figures[k]))
         if g["orphans"]:
             lines.append(f"orphans {', '.join(g['orphans'])}; offers {g['offers']}")
+    if not found.keys() & {"decision", "justice", "group"}:  # a fold without an `explain` of its own
+        lines += [f"before  {json.dumps(found['before'], sort_keys=True)}",
+                  f"after   {json.dumps(found['after'], sort_keys=True)}"]
+        lines += [f"output  {json.dumps(o, sort_keys=True)}" for o in found["outputs"] if o["type"] != "DeadLetter"]
     return "\n".join(lines)
 
 

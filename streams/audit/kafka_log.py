@@ -18,13 +18,13 @@ from typing import Any
 import orjson
 
 from streams.audit.order import applied_order, chains_from
-from streams.core.deadletter import dlq_topic
-from streams.core.folds import FOLDS, scope
+from streams.core.folds import scope
 from streams.core.source import SourceRecord
 from streams.errors import ConfigError
 from streams.io import read_log
 from streams.replay import Output, Replayer, derive_all
 from streams.settings import Settings
+from streams.topics import input_topics, output_topics
 
 Stream = tuple[str, str]  # output topic, key
 
@@ -59,14 +59,6 @@ class Bound:
 def within(start: Bound | None, end: Bound | None) -> Callable[[SourceRecord], bool]:
     """Whether a record lies in [start, end)."""
     return lambda r: (start is None or not start.before(r)) and (end is None or end.before(r))
-
-
-def input_topics(settings: Settings) -> list[str]:
-    return [settings.topic(t) for fold in FOLDS for t in fold.inputs]
-
-
-def output_topics(settings: Settings) -> list[str]:
-    return [settings.topic(t) for fold in FOLDS for t in fold.outputs] + [dlq_topic(t) for t in input_topics(settings)]
 
 
 @dataclass

@@ -1,31 +1,67 @@
-"""The catalogue of tribunal's folds: which input topics each reads, what it writes, how it starts.
+"""The catalogue of tribunal's folds, and `Fold`: everything the shells need to know of one.
 
-The worker runs one agent per fold, replay routes each record to the fold that reads its topic,
-and the topic catalogue is derived from here, so a component added later is one entry.
+A fold is pure functions and names: its input and output topics, how its state starts, how a
+record changes it (`apply`), whose state a record is (`key_of`), how the state is stored in the
+worker's changelog-backed tables (`tables`, `load`) and how an operator reads it (`describe`,
+`explain`). The worker runs one agent per fold, replay and `explain` route each record to the
+fold that reads its topic, and the topic catalogue is derived from here, so a fold is added by
+writing it and its entry in `FOLDS` (or, for a fold outside this package, `register`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from streams.core import limits, pool
+from streams.core import admission, groups, pools
 from streams.core.deadletter import Rejected
+from streams.core.groups import codec as group_codec
+from streams.core.groups import view as group_view
 from streams.core.outputs import Emit
+from streams.core.pools import codec as pool_codec
+from streams.core.pools import view as pool_view
 from streams.core.source import SourceRecord
+
+S = TypeVar("S", bound=admission.Applied)
+
+
+def always(before: Any, after: Any) -> bool:
+    return True
+
+
+def nothing_to_add(before: Any, outputs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {}
 
 
 @dataclass(frozen=True, slots=True)
-class Fold:
+class Table(Generic[S]):
+    """One changelog-backed table holding part of every key's state: written once per batch for each key
+    whose state `changed` in a way this table stores (parts that rarely change get a table of their own)."""
+
+    name: str
+    dump: Callable[[S], Any]
+    changed: Callable[[S, S], bool] = always
+
+
+@dataclass(frozen=True, slots=True)
+class Fold(Generic[S]):
     name: str  # the agent's name, and what a key is scoped by ("pools": pool ids; "groups": scheduler groups)
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     compacted: frozenset[str]  # topics (inputs or outputs) whose latest record per key is what counts
-    empty: Callable[[], Any]
-    apply: Callable[[Any, SourceRecord, str], tuple[Any, list[Emit]]]
-    reject: Callable[[Any, SourceRecord, Rejected, str], tuple[Any, list[Emit]]]
+    empty: Callable[[], S]
+    apply: Callable[[S, SourceRecord, str], tuple[S, list[Emit]]]
     key_of: Callable[[SourceRecord, str], str]  # the one state a record of a logical input belongs to
+    tables: tuple[Table[S], ...]  # the first is written for every change (a key exists if it has an entry)
+    load: Callable[..., S]  # the state from each table's stored entry (None where it has none), in `tables` order
+    describe: Callable[[str, S], dict[str, Any]]  # a key's state as an operator reads it
+    explain: Callable[[S, list[dict[str, Any]]], dict[str, Any]] = nothing_to_add  # from the state before and
+    # the record's decoded outputs: what `explain` adds to the generic input, before, after and outputs
+
+    def reject(self, state: S, record: SourceRecord, rejection: Rejected, key: str) -> tuple[S, list[Emit]]:
+        """The dead letter for `record`, as the shell writes it for a record it could not fold."""
+        return admission.reject(state, record, rejection, key)
 
     @property
     def repartition(self) -> str:
@@ -33,16 +69,36 @@ class Fold:
         return f"{self.name}.repartition"
 
 
-POOLS = Fold("pools", pool.INPUTS, (pool.SCALING_DECISIONS, pool.JUSTICE_OUTCOMES), frozenset({pool.POLICIES}),
-             pool.PoolState, pool.apply, pool.reject, pool.key_of)
-GROUPS = Fold("groups", limits.INPUTS, limits.OUTPUTS, frozenset({limits.REJECTION_LIMITS}),
-              limits.GroupState, limits.apply, limits.reject, limits.key_of)
-FOLDS = (POOLS, GROUPS)
-BY_INPUT = {topic: fold for fold in FOLDS for topic in fold.inputs}
-BY_NAME = {fold.name: fold for fold in FOLDS}
+POOLS: Fold[pools.PoolState] = Fold(
+    "pools", pools.INPUTS, pools.OUTPUTS, frozenset({pools.POLICIES}), pools.PoolState, pools.apply, pools.key_of,
+    tables=(Table("pool-state", pool_codec.dump_state), Table("pool-policies", pool_codec.dump_policies,
+                                                               pool_codec.policies_changed)),
+    load=pool_codec.load, describe=pool_view.describe, explain=pool_view.explain)
+GROUPS: Fold[groups.GroupState] = Fold(
+    "groups", groups.INPUTS, groups.OUTPUTS, frozenset({groups.REJECTION_LIMITS}), groups.GroupState, groups.apply,
+    groups.key_of, tables=(Table("group-state", group_codec.dump),), load=group_codec.load,
+    describe=group_view.describe, explain=group_view.explain)
+FOLDS: list[Fold[Any]] = [POOLS, GROUPS]
+BY_INPUT: dict[str, Fold[Any]] = {}
+BY_NAME: dict[str, Fold[Any]] = {}
 
 
-def route(topic: str, prefix: str = "") -> tuple[str, Fold] | None:
+def register(fold: Fold[Any]) -> None:
+    """Add a fold to the catalogue (the worker, replay, `explain` and the topics all read it from here)."""
+    clash = BY_NAME.keys() & {fold.name} or BY_INPUT.keys() & set(fold.inputs)
+    if clash:
+        raise ValueError(f"fold {fold.name!r}: {sorted(clash)} already in the catalogue")
+    if fold not in FOLDS:
+        FOLDS.append(fold)
+    BY_NAME[fold.name] = fold
+    BY_INPUT.update(dict.fromkeys(fold.inputs, fold))
+
+
+for _fold in tuple(FOLDS):
+    register(_fold)
+
+
+def route(topic: str, prefix: str = "") -> tuple[str, Fold[Any]] | None:
     """The logical input topic a (prefixed) topic name is, and the fold that reads it."""
     name = topic.removeprefix(prefix)
     fold = BY_INPUT.get(name)

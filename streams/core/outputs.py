@@ -20,6 +20,16 @@ from schemas.common import Record
 DLQ = "dlq"
 
 
+def dlq_topic(topic: str) -> str:
+    return f"{topic}.dlq"
+
+
+def topic_of(stream: str, source_topic: str, prefix: str) -> str:
+    """The topic an output of logical `stream` is written to: the deployment's name for it, or the dead-letter
+    topic of the input it came from. Live and replayed outputs are named here, the same way."""
+    return dlq_topic(source_topic) if stream == DLQ else prefix + stream
+
+
 class Emit(NamedTuple):
     stream: str
     key: str

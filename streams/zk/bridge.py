@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from streams.core.limits import JOB_EVENTS, SCHEDULER_EVENTS
+from streams.core.groups import JOB_EVENTS, SCHEDULER_EVENTS
 from streams.settings import Settings
 from streams.zk.layout import Layout, is_group
 from streams.zk.publisher import Publisher

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from streams.io import envelope
+from streams.scheduler import over_threshold
+from streams.topics import SCHEDULER_ALERTS
 from tests.audit.browser import assert_shows_plots
 from tests.core.builders import seed_policy
 from tests.core.test_justice import justice_policy
@@ -63,6 +65,8 @@ def test_export_replay_verify_and_a_forged_decision(kafka: str, unique: str, wor
     justice_outcomes = [d["outcome"] for d in from_topics if d["type"] == "JusticeOutcome"]
     assert len(justice_outcomes) == 2 and justice_outcomes[0] == "policy"
 
+    # A scheduler's own alert is written beside the fold's outputs, not among them: verify still agrees.
+    asyncio.run(produce_all(kafka, [(f"{unique}.{SCHEDULER_ALERTS}", b"g", over_threshold("g", "s1", 12, 10))]))
     ok = tribunal("replay", "--from-kafka", "--verify", env=worker_env)
     assert "verified: 10 output records of 10 input records agree" in ok.stdout
 

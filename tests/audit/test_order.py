@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from streams.audit.kafka_log import Bound, replay_log, within
 from streams.audit.order import Coordinates, applied_order, chains_from, coordinates, log_order
-from streams.core import pool
+from streams.core import pools
 from streams.core.folds import scope
 from streams.core.source import SourceRecord
 from streams.errors import ConfigError
@@ -22,7 +22,7 @@ from streams.replay import Replayer
 from tests.core.builders import seed_policy
 from tests.core.test_justice import justice_policy
 
-TOPICS = [*pool.INPUTS]
+TOPICS = [*pools.INPUTS]
 
 
 def inputs_for(rng: random.Random, count: int, spread: bool = False) -> list[SourceRecord]:
@@ -38,15 +38,15 @@ def inputs_for(rng: random.Random, count: int, spread: bool = False) -> list[Sou
         partition = rng.randrange(3) if spread else 0 if pool_id == "p1" else 1
         kind = rng.random()
         if kind < 0.1:
-            topic, value = pool.POLICIES, json.dumps(rng.choice([seed_policy(), justice_policy()])).encode()
+            topic, value = pools.POLICIES, json.dumps(rng.choice([seed_policy(), justice_policy()])).encode()
         elif kind < 0.2:
-            topic, value = pool.CLUSTER_EVENTS, json.dumps({"type": "PoolCapacitySet",
+            topic, value = pools.CLUSTER_EVENTS, json.dumps({"type": "PoolCapacitySet",
                                                             "capacity": rng.randrange(8, 14)}).encode()
         elif kind < 0.8:
-            topic, value = pool.PLUGIN_DECIDER, envelope(rng.choice(["ats", "hadoop", "nope"]), rng.randrange(101),
-                                                         pool.PLUGIN_DECIDER)
+            topic, value = pools.PLUGIN_DECIDER, envelope(rng.choice(["ats", "hadoop", "nope"]), rng.randrange(101),
+                                                         pools.PLUGIN_DECIDER)
         else:
-            topic, value = pool.PLUGIN_JUSTICE, envelope("ats", rng.randrange(101), pool.PLUGIN_JUSTICE)
+            topic, value = pools.PLUGIN_JUSTICE, envelope("ats", rng.randrange(101), pools.PLUGIN_JUSTICE)
         offset = offsets.get((topic, partition), 0)
         offsets[(topic, partition)] = offset + 1
         key = None if pool_id == "default" and rng.random() < 0.7 else pool_id.encode()
@@ -139,7 +139,7 @@ def test_replay_log_finds_a_forged_record_and_agrees_otherwise() -> None:
                        recorded)
     assert clean.divergence is None and clean.agreed == sum(len(v) for v in recorded.values())
 
-    stream = max((k for k in recorded if k[0] == pool.SCALING_DECISIONS), key=lambda k: len(recorded[k]))
+    stream = max((k for k in recorded if k[0] == pools.SCALING_DECISIONS), key=lambda k: len(recorded[k]))
     forged_at = 2
     assert len(recorded[stream]) > forged_at
     original = json.loads(recorded[stream][forged_at].value or b"")
@@ -159,7 +159,7 @@ def test_an_extra_recorded_record_is_a_divergence() -> None:
     records = inputs_for(random.Random(4), 40)
     ordered = log_order(records, TOPICS)
     recorded = as_records(worker(ordered))
-    stream = next(k for k in sorted(recorded) if k[0] == pool.SCALING_DECISIONS)
+    stream = next(k for k in sorted(recorded) if k[0] == pools.SCALING_DECISIONS)
     recorded[stream].append(recorded[stream][-1])
     result = replay_log(ordered, Replayer(), within(None, None), recorded)
     assert result.divergence is not None and result.divergence.derived is None

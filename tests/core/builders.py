@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from streams.core import pool
+from streams.core import pools
 from streams.core.outputs import Emit
 from streams.core.source import SourceRecord
 from streams.io import envelope
@@ -26,32 +26,32 @@ def seed_policy() -> dict[str, Any]:
 
 
 class Log:
-    """An in-memory log of one pool, folded through `pool.apply` as the agents would."""
+    """An in-memory log of one pool, folded through `pools.apply` as the agents would."""
 
     def __init__(self, key: bytes | None = b"pool-a") -> None:
         self.key = key
-        self.state = pool.PoolState()
+        self.state = pools.PoolState()
         self.offsets: dict[str, int] = {}
 
     def feed(self, topic: str, value: bytes) -> list[Emit]:
         offset = self.offsets.get(topic, 0)
         self.offsets[topic] = offset + 1
         record = SourceRecord(topic, 0, offset, 1_732_200_000_000 + offset, self.key, value)
-        self.state, outputs = pool.apply(self.state, record, topic)
+        self.state, outputs = pools.apply(self.state, record, topic)
         return outputs
 
     def policy(self, policy: dict[str, Any]) -> list[Emit]:
-        return self.feed(pool.POLICIES, json.dumps(policy).encode())
+        return self.feed(pools.POLICIES, json.dumps(policy).encode())
 
-    def metric(self, app_name: str, metrical: float, channel: str = pool.PLUGIN_DECIDER) -> list[Emit]:
+    def metric(self, app_name: str, metrical: float, channel: str = pools.PLUGIN_DECIDER) -> list[Emit]:
         return self.feed(channel, envelope(app_name, metrical, channel))
 
     def event(self, event: dict[str, Any]) -> list[Emit]:
-        return self.feed(pool.CLUSTER_EVENTS, json.dumps(event).encode())
+        return self.feed(pools.CLUSTER_EVENTS, json.dumps(event).encode())
 
 
 def decision(outputs: list[Emit]) -> dict[str, Any]:
     [out] = outputs
-    assert out.stream == pool.SCALING_DECISIONS, out
+    assert out.stream == pools.SCALING_DECISIONS, out
     result: dict[str, Any] = json.loads(out.value_bytes())
     return result

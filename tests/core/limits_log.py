@@ -1,23 +1,23 @@
-"""An in-memory log of one scheduler group, folded through `limits.apply` as the agents would."""
+"""An in-memory log of one scheduler group, folded through `groups.apply` as the agents would."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-from streams.core import limits
+from streams.core import groups
 from streams.core.outputs import Emit
 from streams.core.source import SourceRecord
 
-TOPIC_OF = {t: limits.SCHEDULER_EVENTS for t in ("SchedulerRegistered", "SchedulerLost", "SchedulerOfflineRequested",
+TOPIC_OF = {t: groups.SCHEDULER_EVENTS for t in ("SchedulerRegistered", "SchedulerLost", "SchedulerOfflineRequested",
                                                   "SchedulerOnlineRequested", "MembershipSnapshot")}
-TOPIC_OF |= {t: limits.JOB_EVENTS for t in ("JobCreated", "JobDeleted", "JobAcquired", "JobReleased")}
+TOPIC_OF |= {t: groups.JOB_EVENTS for t in ("JobCreated", "JobDeleted", "JobAcquired", "JobReleased")}
 
 
 class GroupLog:
     def __init__(self, group: str = "g") -> None:
         self.group = group
-        self.state = limits.GroupState()
+        self.state = groups.GroupState()
         self.offsets: dict[str, int] = {}
         self.emitted: list[Emit] = []
 
@@ -26,7 +26,7 @@ class GroupLog:
         self.offsets[topic] = offset + 1
         record = SourceRecord(topic, 0, offset, 1_732_200_000_000 + offset,
                               self.group.encode() if key is None else key, value)
-        self.state, outputs = limits.apply(self.state, record, topic)
+        self.state, outputs = groups.apply(self.state, record, topic)
         self.emitted.extend(outputs)
         return outputs
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from streams.core import pool
+from streams.core import pools
 from tests.core.builders import Log, app, decision, seed_policy
 
 
@@ -139,7 +139,7 @@ def test_invalid_metric_records_go_to_the_dead_letter_stream() -> None:
     log.policy(seed_policy())
     [out] = log.metric("mysql", 50)
     assert json.loads(out.value_bytes())["reason_code"] == "unknown_app"
-    [out] = log.feed(pool.POLICIES, b'{"kind": "decider", "version": "x", "apps": []}')
+    [out] = log.feed(pools.POLICIES, b'{"kind": "decider", "version": "x", "apps": []}')
     assert json.loads(out.value_bytes())["reason_code"] == "bad_policy"
     [out] = log.event({"type": "PoolCapacitySet", "pool": "pool-b", "capacity": 3})
     assert json.loads(out.value_bytes())["reason_code"] == "pool_mismatch"

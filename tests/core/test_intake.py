@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from schemas.records import DeadLetter
-from streams.core import pool
+from streams.core import pools
 from streams.core.intake import parse
 from streams.core.outputs import DLQ
 from streams.core.source import SourceRecord
@@ -60,7 +60,7 @@ def started() -> Log:
 def test_malformed_records_become_dead_letters_with_reason(value: bytes | None, key: bytes, code: str) -> None:
     log = Log(key) if code == "no_policy" else started()
     log.key = key
-    [out] = log.feed(pool.PLUGIN_DECIDER, value)  # type: ignore[arg-type]
+    [out] = log.feed(pools.PLUGIN_DECIDER, value)  # type: ignore[arg-type]
     assert out.stream == DLQ
     letter = DeadLetter.model_validate_json(out.value_bytes())
     assert letter.reason_code == code and letter.reason
@@ -72,8 +72,8 @@ def test_malformed_records_become_dead_letters_with_reason(value: bytes | None, 
 def test_redelivered_offset_yields_nothing() -> None:
     log = started()
     state = log.state
-    first, outputs = pool.apply(state, record(envelope(), offset=5), CHANNEL)
-    again, repeated = pool.apply(first, record(envelope(), offset=5), CHANNEL)
+    first, outputs = pools.apply(state, record(envelope(), offset=5), CHANNEL)
+    again, repeated = pools.apply(first, record(envelope(), offset=5), CHANNEL)
     assert len(outputs) == 1 and repeated == [] and again == first
 
 
@@ -82,9 +82,9 @@ def test_redelivered_offset_yields_nothing() -> None:
     metrical=st.one_of(st.floats(allow_nan=True), st.integers(-5, 105)))), max_size=30))
 def test_every_record_yields_exactly_one_output_and_seqs_have_no_gaps(values: list[bytes]) -> None:
     log = started()
-    seqs: dict[str, list[int]] = {pool.SCALING_DECISIONS: [1], DLQ: []}
+    seqs: dict[str, list[int]] = {pools.SCALING_DECISIONS: [1], DLQ: []}
     for value in values:
-        [out] = log.feed(pool.PLUGIN_DECIDER, value)
+        [out] = log.feed(pools.PLUGIN_DECIDER, value)
         seqs[out.stream].append(json.loads(out.value_bytes())["seq"])
     for numbers in seqs.values():
         assert numbers == list(range(1, len(numbers) + 1))

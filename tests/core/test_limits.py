@@ -8,7 +8,7 @@ import pytest
 
 from schemas.limits import Alert, GroupHealth, JobOffers, RejectionLimit
 from schemas.records import DeadLetter
-from streams.core import limits
+from streams.core import groups
 from streams.core.outputs import DLQ
 from tests.core.limits_log import GroupLog, of
 
@@ -20,7 +20,7 @@ def test_seed_table_4_2(K: int, expected: list[int]) -> None:
         log.register(sid, n=n)
     log.jobs(K)
     assert [log.figures(sid)["N"] for sid in "ABCDE"] == expected
-    assert [limits.limit(K, 5, n) for n in [1, 1, 2, 3, 4]] == expected
+    assert [groups.limit(K, 5, n) for n in [1, 1, 2, 3, 4]] == expected
 
 
 def test_seed_walkthrough_section_5() -> None:
@@ -37,7 +37,7 @@ def test_seed_walkthrough_section_5() -> None:
     log.jobs(1, start=10)
     out = log.acquire("j010", "A")
     assert log.figures("A") == {"K": 11, "S": 1, "N": 12, "X": 11, "M": 10, "refuse": False, "alarm": True}
-    [alert] = of(out, limits.ALERTS)
+    [alert] = of(out, groups.ALERTS)
     assert (alert["kind"], alert["scheduler"], alert["X"], alert["M"]) == ("alarm", "A", 11, 10)
 
     log.register("B", n=1, m=8)
@@ -73,17 +73,17 @@ def test_scheduler_loss_orphans_its_jobs_and_offers_them_least_loaded_first() ->
     for job, sid in zip([f"j{i:03d}" for i in range(6)], "AAABBC", strict=True):
         log.acquire(job, sid)
     out = log.send("SchedulerLost", scheduler="A")
-    [health] = of(out, limits.GROUP_HEALTH)
+    [health] = of(out, groups.GROUP_HEALTH)
     assert health["orphans"] == ["j000", "j001", "j002"]
     # B holds 2 and C 1; N = 1 + 6 // 1 = 7 for both: C, C (now 2 = B's), then B by id.
     assert health["offers"] == {"j000": "C", "j001": "B", "j002": "C"}
-    [offers] = of(out, limits.JOB_OFFERS)
+    [offers] = of(out, groups.JOB_OFFERS)
     assert offers["offers"] == health["offers"]
-    [gone] = [r for r in of(out, limits.REJECTION_LIMITS) if r["scheduler"] == "A"]
+    [gone] = [r for r in of(out, groups.REJECTION_LIMITS) if r["scheduler"] == "A"]
     assert (gone["live"], gone["X"], gone["refuse"]) == (False, 0, True)
     # A release seen after the loss is stale and changes nothing.
     out = log.send("JobReleased", job="j000", scheduler="A")
-    [health] = of(out, limits.GROUP_HEALTH)
+    [health] = of(out, groups.GROUP_HEALTH)
     assert (health["applied"], health["orphans"]) == (False, ["j000", "j001", "j002"])
 
 
@@ -97,7 +97,7 @@ def test_release_before_loss_strands_nothing() -> None:
         log.acquire(f"j{i:03d}", "ABC"[i % 3])
     for i in (0, 3, 6):
         log.send("JobReleased", job=f"j{i:03d}", scheduler="A")
-    stale = of(log.send("SchedulerLost", scheduler="A"), limits.GROUP_HEALTH)[0]
+    stale = of(log.send("SchedulerLost", scheduler="A"), groups.GROUP_HEALTH)[0]
     assert stale["offers"] == {"j000": "B", "j003": "C", "j006": "B"}
     for job, sid in stale["offers"].items():
         log.acquire(job, sid)
@@ -118,12 +118,12 @@ def two_schedulers(jobs: int) -> GroupLog:
 def test_offline_scheduler_drains_and_gets_no_offers() -> None:
     log = two_schedulers(2)
     out = log.send("SchedulerOfflineRequested", scheduler="A")
-    [rec] = of(out, limits.REJECTION_LIMITS)
+    [rec] = of(out, groups.REJECTION_LIMITS)
     assert (rec["offline"], rec["drained"]) == (True, False)
     out = log.send("JobReleased", job="j000", scheduler="A")
-    [rec] = of(out, limits.REJECTION_LIMITS)
+    [rec] = of(out, groups.REJECTION_LIMITS)
     assert (rec["offline"], rec["drained"], rec["X"]) == (True, True, 0)
-    assert of(out, limits.GROUP_HEALTH)[0]["offers"] == {"j000": "B", "j001": "B"}
+    assert of(out, groups.GROUP_HEALTH)[0]["offers"] == {"j000": "B", "j001": "B"}
 
 
 def test_snapshot_corrects_what_the_log_missed() -> None:
@@ -132,14 +132,14 @@ def test_snapshot_corrects_what_the_log_missed() -> None:
                                 "fault_tolerance": 1, "alarm_threshold": 10}],
                 "jobs": {"j000": None, "j001": "B", "j003": None}, "offline": []}
     out = log.send("MembershipSnapshot", **snapshot)
-    [health] = of(out, limits.GROUP_HEALTH)
+    [health] = of(out, groups.GROUP_HEALTH)
     fixes = [(c["event"]["type"], c["event"].get("scheduler"), c["event"].get("job")) for c in health["corrections"]]
     assert fixes == [("SchedulerLost", "A", None), ("JobDeleted", None, "j002"), ("JobAcquired", "B", "j001"),
                      ("JobCreated", None, "j003")]
     assert all(c["why"] for c in health["corrections"])
     assert (health["K"], health["S"], health["orphans"]) == (3, 1, ["j000", "j003"])
     # The same snapshot again agrees with the log.
-    [health] = of(log.send("MembershipSnapshot", **snapshot), limits.GROUP_HEALTH)
+    [health] = of(log.send("MembershipSnapshot", **snapshot), groups.GROUP_HEALTH)
     assert (health["applied"], health["corrections"]) == (False, [])
 
 
@@ -149,11 +149,11 @@ def test_n_changes_only_for_schedulers_whose_figures_change() -> None:
     log.register("B", n=1)
     log.register("C", n=2)
     out = log.send("JobCreated", job="j000")  # S - n: 2 and 1, so N = 1 + 1 // 2 = 1 and 1 + 1 = 2
-    assert sorted(r["scheduler"] for r in of(out, limits.REJECTION_LIMITS)) == ["C"]
+    assert sorted(r["scheduler"] for r in of(out, groups.REJECTION_LIMITS)) == ["C"]
     out = log.send("JobCreated", job="j001")  # now 2 and 3: all three move
-    assert sorted(r["scheduler"] for r in of(out, limits.REJECTION_LIMITS)) == ["A", "B", "C"]
+    assert sorted(r["scheduler"] for r in of(out, groups.REJECTION_LIMITS)) == ["A", "B", "C"]
     out = log.acquire("j000", "A")
-    assert sorted(r["scheduler"] for r in of(out, limits.REJECTION_LIMITS)) == ["A"]
+    assert sorted(r["scheduler"] for r in of(out, groups.REJECTION_LIMITS)) == ["A"]
 
 
 def test_capacity_alert_when_sum_n_falls_short() -> None:
@@ -162,19 +162,19 @@ def test_capacity_alert_when_sum_n_falls_short() -> None:
     log.register("B", n=1)
     log.jobs(4)  # N = 5 each, 10 >= 4
     out = log.send("SchedulerOfflineRequested", scheduler="A")
-    assert not of(out, limits.ALERTS)
+    assert not of(out, groups.ALERTS)
     out = log.send("SchedulerOfflineRequested", scheduler="B")
-    [alert] = of(out, limits.ALERTS)
+    [alert] = of(out, groups.ALERTS)
     assert alert["kind"] == "capacity_short"
-    [alert] = of(log.send("SchedulerOnlineRequested", scheduler="B"), limits.ALERTS)
+    [alert] = of(log.send("SchedulerOnlineRequested", scheduler="B"), groups.ALERTS)
     assert alert["kind"] == "capacity_restored"
 
 
 @pytest.mark.parametrize(("topic", "value", "code"), [
-    (limits.JOB_EVENTS, b"{", "bad_event"),
-    (limits.JOB_EVENTS, b'{"type": "SchedulerLost", "group": "g", "scheduler": "A"}', "wrong_topic"),
-    (limits.SCHEDULER_EVENTS, b'{"type": "SchedulerLost", "group": "other", "scheduler": "A"}', "group_mismatch"),
-    (limits.SCHEDULER_EVENTS, b'{"type": "SchedulerRegistered", "group": "g", "scheduler": "A", "fault_tolerance": 0}',
+    (groups.JOB_EVENTS, b"{", "bad_event"),
+    (groups.JOB_EVENTS, b'{"type": "SchedulerLost", "group": "g", "scheduler": "A"}', "wrong_topic"),
+    (groups.SCHEDULER_EVENTS, b'{"type": "SchedulerLost", "group": "other", "scheduler": "A"}', "group_mismatch"),
+    (groups.SCHEDULER_EVENTS, b'{"type": "SchedulerRegistered", "group": "g", "scheduler": "A", "fault_tolerance": 0}',
      "bad_event"),
 ])
 def test_bad_records_go_to_the_dead_letter_stream(topic: str, value: bytes, code: str) -> None:
@@ -192,8 +192,8 @@ def test_every_output_validates_and_numbers_per_key() -> None:
     for i in range(3):
         log.acquire(f"j{i:03d}", "A")
     log.send("SchedulerLost", scheduler="A")
-    models = {limits.REJECTION_LIMITS: RejectionLimit, limits.GROUP_HEALTH: GroupHealth,
-              limits.JOB_OFFERS: JobOffers, limits.ALERTS: Alert}
+    models = {groups.REJECTION_LIMITS: RejectionLimit, groups.GROUP_HEALTH: GroupHealth,
+              groups.JOB_OFFERS: JobOffers, groups.ALERTS: Alert}
     seqs: dict[tuple[str, str], list[int]] = {}
     for emit in log.emitted:
         model = models[emit.stream]
@@ -208,9 +208,9 @@ def test_redelivered_record_yields_nothing_and_dump_load_round_trips() -> None:
     log.register("A")
     log.jobs(2)
     log.acquire("j000", "A")
-    assert limits.load(json.loads(json.dumps(limits.dump(log.state)))) == log.state
+    assert groups.load(json.loads(json.dumps(groups.dump(log.state)))) == log.state
     record_state = log.state
-    log.offsets[limits.JOB_EVENTS] -= 1  # the same offset again
+    log.offsets[groups.JOB_EVENTS] -= 1  # the same offset again
     assert log.send("JobDeleted", job="j000") == []
     assert log.state == record_state
 
@@ -219,7 +219,7 @@ def test_a_snapshot_with_an_empty_owner_still_applies() -> None:
     """The bridge published `""` for an owner node without data: the fold raised, and the snapshot was lost."""
     log = GroupLog()
     log.register("A")
-    [health] = of(log.send("MembershipSnapshot", schedulers=[], jobs={"j1": ""}), limits.GROUP_HEALTH)
+    [health] = of(log.send("MembershipSnapshot", schedulers=[], jobs={"j1": ""}), groups.GROUP_HEALTH)
     assert [c["event"]["type"] for c in health["corrections"]] == ["SchedulerLost", "JobCreated"]
     assert health["orphans"] == ["j1"] and health["K"] == 1 and health["S"] == 0
     [skipped] = health["skipped"]
@@ -233,7 +233,7 @@ def test_a_snapshot_leaves_out_only_its_bad_entries() -> None:
     good = {"type": "SchedulerRegistered", "group": "g", "scheduler": "B", "address": "B:7000"}
     out = log.send("MembershipSnapshot", schedulers=[good, {"scheduler": "", "address": 5}, "C", good],
                    jobs={"j1": "B", "j2": None, "j3": 7}, offline=["", "B", None])
-    [health] = of(out, limits.GROUP_HEALTH)
+    [health] = of(out, groups.GROUP_HEALTH)
     assert health["S"] == 1 and health["K"] == 3 and health["orphans"] == ["j2", "j3"]
     assert log.state.offline == {"B"} and log.state.owners["j1"] == "B"
     assert [s.split(":")[0] for s in health["skipped"]] == \
@@ -244,7 +244,7 @@ def test_a_snapshot_without_a_job_map_is_dead_lettered_whole() -> None:
     """Leaving out the jobs would read as every job deleted, so such a snapshot is not applied at all."""
     log = GroupLog()
     log.jobs(2)
-    [dead] = log.raw(limits.SCHEDULER_EVENTS, json.dumps({"type": "MembershipSnapshot", "group": "g",
+    [dead] = log.raw(groups.SCHEDULER_EVENTS, json.dumps({"type": "MembershipSnapshot", "group": "g",
                                                           "schedulers": []}).encode())
     assert dead.stream == DLQ and json.loads(dead.value_bytes())["reason_code"] == "bad_event"
     assert log.state.K == 2

@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streams.core import limits
+from streams.core import groups
 from tests.core.limits_log import GroupLog, of
 
 IDS = ["A", "B", "C", "D", "E"]
@@ -86,7 +86,7 @@ def deliver(log: GroupLog, event: dict[str, Any]) -> list[Any]:
 def take_offers(log: GroupLog) -> None:
     """Schedulers acquire what they are offered, as the client does, until nothing is offered."""
     for _ in range(100):
-        offered = limits.offers(log.state)
+        offered = groups.offers(log.state)
         if not offered:
             return
         for job, sid in sorted(offered.items()):
@@ -94,13 +94,13 @@ def take_offers(log: GroupLog) -> None:
     raise AssertionError("offers never settle")
 
 
-def assert_consistent(state: limits.GroupState) -> None:
+def assert_consistent(state: groups.GroupState) -> None:
     """No job has two owners: the held sets partition the owned jobs exactly as `owners` says."""
     pairs = [(job, owner) for owner, jobs in state.held.items() for job in jobs]
     assert len(pairs) == len({job for job, _ in pairs})
     assert sorted(pairs) == sorted((j, o) for j, o in state.owners.items() if o is not None)
     assert set(state.orphans) == {j for j, o in state.owners.items() if o is None or o not in state.members}
-    assert limits.load(json.loads(json.dumps(limits.dump(state)))) == state
+    assert groups.load(json.loads(json.dumps(groups.dump(state)))) == state
 
 
 @settings(max_examples=150, deadline=None)
@@ -143,7 +143,7 @@ def test_x_never_exceeds_n_through_an_acquisition_the_core_allowed(script: list[
         if allowed:
             sid = event["scheduler"]
             assert log.state.X(sid) <= log.state.N(sid)
-        [health] = of(outputs, limits.GROUP_HEALTH)
+        [health] = of(outputs, groups.GROUP_HEALTH)
         assert health["capacity_ok"] == (health["sum_N"] >= health["K"])
 
 
@@ -155,7 +155,7 @@ def test_emitted_figures_are_always_the_current_ones(script: list[tuple[str, int
     for event in world_of(script).events:
         deliver(log, event)
     last: dict[str, dict[str, Any]] = {}
-    for record in of(log.emitted, limits.REJECTION_LIMITS):
+    for record in of(log.emitted, groups.REJECTION_LIMITS):
         last[record["scheduler"]] = record
     for sid in log.state.members:
         f = log.state.figures_of(sid)
@@ -166,7 +166,7 @@ def test_emitted_figures_are_always_the_current_ones(script: list[tuple[str, int
             assert r["live"] is False
 
 
-def offers_by_full_scan(state: limits.GroupState) -> dict[str, str]:
+def offers_by_full_scan(state: groups.GroupState) -> dict[str, str]:
     """The definition, spelled out: every online scheduler with room in a heap by (X, id)."""
     heap = [(state.X(sid), sid, state.N(sid)) for sid in state.members
             if sid not in state.offline and state.X(sid) < state.N(sid)]
@@ -188,4 +188,4 @@ def test_indexed_offers_equal_the_full_scan(script: list[tuple[str, int, int]]) 
     log = GroupLog()
     for event in world_of(script).events:
         deliver(log, event)
-        assert limits.offers(log.state) == offers_by_full_scan(log.state)
+        assert groups.offers(log.state) == offers_by_full_scan(log.state)

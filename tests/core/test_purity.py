@@ -16,7 +16,7 @@ CORE = Path(__file__).resolve().parents[2] / "streams" / "core"
 FORBIDDEN_MODULES = {
     "faust", "aiokafka", "kazoo", "mode", "asyncio", "socket", "random", "secrets", "time", "datetime",
     "os", "subprocess", "threading", "uuid", "requests", "aiohttp", "io", "pathlib", "shutil", "tempfile",
-    "logging", "streams.infra", "streams.agents", "streams.app", "streams.cli", "streams.io",
+    "logging", "streams.infra", "streams.worker", "streams.cli", "streams.io",
 }
 FORBIDDEN_CALLS = {"open", "print", "input", "hash", "id", "eval", "exec", "__import__"}
 
@@ -53,15 +53,15 @@ def test_the_guard_itself_catches_an_impure_module(tmp_path: Path) -> None:
 SCRIPT = """
 import sys
 import json
-from streams.core import pool
+from streams.core import pools
 from streams.io import envelope
 from streams.core.source import SourceRecord
 from tests.core.builders import seed_policy
-state = pool.PoolState()
+state = pools.PoolState()
 log = [('policies', json.dumps(seed_policy()).encode()), ('plugin_decider', b'x')]
 log += [('plugin_decider', envelope(a, m, 'plugin_decider')) for a, m in [('ats', 75), ('hadoop', 30), ('ats', 90)]]
 for i, (topic, v) in enumerate(log):
-    state, outs = pool.apply(state, SourceRecord(topic, 0, i, 1, b'p', v), topic)
+    state, outs = pools.apply(state, SourceRecord(topic, 0, i, 1, b'p', v), topic)
     for o in outs:
         sys.stdout.buffer.write(o.value_bytes() + b'\\n')
 from tests.core.limits_log import GroupLog

@@ -15,7 +15,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streams.core import limits, pool
+from streams.core import groups, pools
 from streams.core.folds import FOLDS, scope
 from streams.core.source import SourceRecord
 from streams.io import envelope
@@ -29,7 +29,7 @@ def row(topic: str, partition: int, offset: int, timestamp: int, key: str | None
 
 
 def metric(app: str, metrical: float) -> dict[str, str]:
-    return json.loads(envelope(app, metrical, pool.PLUGIN_DECIDER))
+    return json.loads(envelope(app, metrical, pools.PLUGIN_DECIDER))
 
 
 def outputs(lines: list[str]) -> list[dict[str, Any]]:
@@ -57,16 +57,16 @@ def test_keyless_job_events_from_two_partitions_are_both_counted() -> None:
     replayer = Replayer()
     for partition, offset, job in ((1, 5, "j1"), (0, 0, "j2")):
         value = json.dumps({"type": "JobCreated", "group": "default", "job": job}).encode()
-        rows = replayer.feed(SourceRecord(limits.JOB_EVENTS, partition, offset, offset, None, value))
-        assert any(r.topic == limits.GROUP_HEALTH for r in rows)
+        rows = replayer.feed(SourceRecord(groups.JOB_EVENTS, partition, offset, offset, None, value))
+        assert any(r.topic == groups.GROUP_HEALTH for r in rows)
     assert replayer.states[("groups", "default")].K == 2
 
 
 def test_a_keyless_limits_event_is_folded_into_the_group_it_names() -> None:
     replayer = Replayer()
     value = json.dumps({"type": "JobCreated", "group": "other", "job": "j1"}).encode()
-    rows = replayer.feed(SourceRecord(limits.JOB_EVENTS, 0, 0, 0, None, value))
-    assert {r.key for r in rows} == {"other"} and limits.GROUP_HEALTH in {r.topic for r in rows}
+    rows = replayer.feed(SourceRecord(groups.JOB_EVENTS, 0, 0, 0, None, value))
+    assert {r.key for r in rows} == {"other"} and groups.GROUP_HEALTH in {r.topic for r in rows}
     assert replayer.states[("groups", "other")].K == 1
     assert ("groups", "default") not in replayer.states
 
@@ -74,7 +74,7 @@ def test_a_keyless_limits_event_is_folded_into_the_group_it_names() -> None:
 def test_a_keyed_limits_event_naming_another_group_is_dead_lettered_in_that_group() -> None:
     replayer = Replayer()
     value = json.dumps({"type": "JobCreated", "group": "other", "job": "j1"}).encode()
-    [dead] = replayer.feed(SourceRecord(limits.JOB_EVENTS, 0, 0, 0, b"g", value))
+    [dead] = replayer.feed(SourceRecord(groups.JOB_EVENTS, 0, 0, 0, b"g", value))
     letter = json.loads(dead.value)
     assert (dead.topic, dead.key, letter["reason_code"]) == ("job-events.dlq", "other", "group_mismatch")
     assert replayer.states[("groups", "other")].K == 0 and ("groups", "g") not in replayer.states
@@ -82,11 +82,11 @@ def test_a_keyed_limits_event_naming_another_group_is_dead_lettered_in_that_grou
 
 def test_a_keyless_cluster_event_is_folded_into_the_pool_it_names() -> None:
     replayer = Replayer()
-    replayer.feed(SourceRecord(pool.POLICIES, 0, 0, 0, b"p", json.dumps(seed_policy()).encode()))
+    replayer.feed(SourceRecord(pools.POLICIES, 0, 0, 0, b"p", json.dumps(seed_policy()).encode()))
     event = json.dumps({"type": "PoolCapacitySet", "pool": "p", "capacity": 12}).encode()
-    [out] = replayer.feed(SourceRecord(pool.CLUSTER_EVENTS, 2, 0, 1, None, event))
+    [out] = replayer.feed(SourceRecord(pools.CLUSTER_EVENTS, 2, 0, 1, None, event))
     assert (out.topic, out.key, json.loads(out.value)["capacity"]) == ("scaling-decisions", "p", 12)
-    [dead] = replayer.feed(SourceRecord(pool.CLUSTER_EVENTS, 2, 1, 2, b"q", event))
+    [dead] = replayer.feed(SourceRecord(pools.CLUSTER_EVENTS, 2, 1, 2, b"q", event))
     assert (dead.key, json.loads(dead.value)["reason_code"]) == ("p", "pool_mismatch")
 
 
@@ -106,19 +106,19 @@ def _mixed_log(rng: random.Random, count: int) -> list[SourceRecord]:
         group = rng.choice(["g", "h", "default"])
         kind = rng.random()
         if kind < 0.1:
-            topic, key, value = pool.POLICIES, pool_id, json.dumps(seed_policy()).encode()
+            topic, key, value = pools.POLICIES, pool_id, json.dumps(seed_policy()).encode()
         elif kind < 0.6:
-            topic, key, value = pool.PLUGIN_DECIDER, pool_id, envelope("ats", rng.randrange(101), pool.PLUGIN_DECIDER)
+            topic, key, value = pools.PLUGIN_DECIDER, pool_id, envelope("ats", rng.randrange(101), pools.PLUGIN_DECIDER)
         elif kind < 0.8:
-            topic, key = limits.JOB_EVENTS, group
+            topic, key = groups.JOB_EVENTS, group
             value = json.dumps({"type": "JobCreated", "group": group, "job": f"j{i}"}).encode()
         else:
-            topic, key = limits.SCHEDULER_EVENTS, group
+            topic, key = groups.SCHEDULER_EVENTS, group
             value = json.dumps({"type": "SchedulerRegistered", "group": group, "scheduler": f"s{i % 3}"}).encode()
         partition = rng.randrange(4)
         offset = offsets[(topic, partition)]
         offsets[(topic, partition)] += rng.randrange(1, 3)  # holes, as compaction and markers leave
-        keyless = key == "default" or (rng.random() < 0.3 and topic in limits.INPUTS)
+        keyless = key == "default" or (rng.random() < 0.3 and topic in groups.INPUTS)
         records.append(SourceRecord(topic, partition, offset, i, None if keyless else key.encode(), value))
     return records
 

@@ -9,10 +9,11 @@ taken against 0.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Literal, NamedTuple
 
 from schemas.policy import METRICAL_MAX, JusticePolicy
+from streams.core.pools.ranges import in_range
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,8 +37,7 @@ def compile_policy(policy: JusticePolicy) -> JusticeRules:
                         rules=rules, source=policy)
 
 
-@dataclass(frozen=True, slots=True)
-class JusticeState:
+class JusticeState(NamedTuple):
     policy: JusticeRules
     targets: Mapping[str, int]  # key -> target; empty until a rule first applies
 
@@ -62,7 +62,7 @@ def on_metric(state: JusticeState, metrical: float) -> tuple[JusticeState, Justi
     p = state.policy
     names = p.apps
     for lo, hi, targets in p.rules:
-        if lo <= metrical < hi or metrical == hi == METRICAL_MAX:
+        if in_range(lo, hi, metrical):
             new = {key: targets.get(key, 0) for key in names}
             deltas = {names[k]: new[k] - state.targets.get(k, 0) for k in names}
             changed = new != dict(state.targets)
@@ -70,7 +70,7 @@ def on_metric(state: JusticeState, metrical: float) -> tuple[JusticeState, Justi
                 "applied", (lo, hi), {names[k]: v for k, v in new.items()}, deltas, changed,
                 f"{p.driver} at {metrical:g} is in [{lo:g}, {hi:g}"
                 + ("]" if hi == METRICAL_MAX else ")") + (": targets changed" if changed else ": targets unchanged"))
-            return replace(state, targets=new), verdict
+            return state._replace(targets=new), verdict
     current = {names[k]: v for k, v in state.targets.items()}
     return state, JusticeVerdict("no_rule", None, current, dict.fromkeys(current, 0), False,
                                  f"{p.driver} at {metrical:g} matches no rule: targets unchanged")

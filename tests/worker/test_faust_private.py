@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from streams.agents import faust_private
 from streams.errors import TribunalError
+from streams.worker import faust_private
 
 
 def test_the_pinned_faust_has_everything_tribunal_reaches_into() -> None:

@@ -7,7 +7,8 @@ from typing import Any
 
 from hypothesis import given, settings
 
-from streams.core import pool, snapshot
+from streams.core import pools
+from streams.core.pools import codec
 from tests.core.builders import Log
 from tests.core.test_decider_properties import events, policies
 from tests.core.test_justice import justice_policy
@@ -18,7 +19,7 @@ def fold(log: Log, names: list[str], log_events: list[tuple[Any, ...]]) -> list[
     for event in log_events:
         if event[0] == "metric":
             outputs = log.metric(names[event[1] % len(names)], event[2])
-            outputs += log.metric("ats", event[2], pool.PLUGIN_JUSTICE)
+            outputs += log.metric("ats", event[2], pools.PLUGIN_JUSTICE)
         elif event[0] == "capacity":
             outputs = log.event({"type": "PoolCapacitySet", "capacity": event[1]})
         else:
@@ -37,9 +38,9 @@ def test_a_restored_pool_folds_on_byte_for_byte(policy: dict[str, Any], first: l
         log.policy(justice_policy())
         fold(log, names, first)
     # Through JSON, as the tables' changelogs carry it.
-    policies_json = json.loads(json.dumps(snapshot.dump_policies(restarted.state)))
-    state_json = json.loads(json.dumps(snapshot.dump_state(restarted.state)))
-    restarted.state = snapshot.load(policies_json, state_json)
+    policies_json = json.loads(json.dumps(codec.dump_policies(restarted.state)))
+    state_json = json.loads(json.dumps(codec.dump_state(restarted.state)))
+    restarted.state = codec.load(state_json, policies_json)
     assert restarted.state == straight.state
     assert fold(restarted, names, then) == fold(straight, names, then)
 
@@ -49,7 +50,7 @@ def test_policies_changed_only_when_a_policy_record_applied() -> None:
     before = log.state
     log.policy({"kind": "decider", "version": "v", "capacity": 4, "apps": [
         {"App": "a", "Priority": 1, "MinNum": 1, "Spec": [{"Metrical": [0, 100], "Number": 1}]}]})
-    assert snapshot.policies_changed(before, log.state)
+    assert codec.policies_changed(before, log.state)
     before = log.state
     log.metric("a", 70)
-    assert not snapshot.policies_changed(before, log.state)
+    assert not codec.policies_changed(before, log.state)

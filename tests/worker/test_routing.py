@@ -7,8 +7,8 @@ from aiokafka.partitioner import DefaultPartitioner
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streams.agents.routing import ORIGIN, NotForwarded, forward, original, partition_for
 from streams.core.source import SourceRecord
+from streams.worker.routing import ORIGIN, NotForwarded, forward, original, partition_for
 
 
 @given(st.text(min_size=1), st.integers(1, 64))

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from streams.agents.routing import partition_for
 from streams.io import envelope, read_log
+from streams.worker.routing import partition_for
 from tests.core.builders import seed_policy
 from tests.helpers import Worker, produce_all, read_committed, tribunal
 

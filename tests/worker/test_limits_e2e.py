@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from streams.core import limits
+from streams.core import groups
 from streams.io import read_log
 from tests.audit.browser import assert_shows_plots
 from tests.core.limits_log import TOPIC_OF
@@ -42,14 +42,14 @@ def test_group_events_through_the_worker_agree_with_replay(kafka: str, unique: s
     records: list[tuple[str, bytes | None, bytes | None]] = []
     for group in ("g1", "g2"):
         records += [(p + TOPIC_OF[e["type"]], group.encode(), json.dumps(e).encode()) for e in script(group)]
-    bad = [(p + limits.JOB_EVENTS, b"g1", b"{oops"),
-           (p + limits.SCHEDULER_EVENTS, b"g2", json.dumps({"type": "JobCreated", "group": "g2", "job": "x"}).encode())]
+    bad = [(p + groups.JOB_EVENTS, b"g1", b"{oops"),
+           (p + groups.SCHEDULER_EVENTS, b"g2", json.dumps({"type": "JobCreated", "group": "g2", "job": "x"}).encode())]
     asyncio.run(produce_all(kafka, records + bad))
 
     health = [json.loads(r.value) for r in
-              asyncio.run(read_committed(kafka, p + limits.GROUP_HEALTH, len(records), timeout=120))]
+              asyncio.run(read_committed(kafka, p + groups.GROUP_HEALTH, len(records), timeout=120))]
     assert len(health) == len(records), worker.log()[-3000:]
-    dead = read_all(kafka, p + limits.JOB_EVENTS + ".dlq") + read_all(kafka, p + limits.SCHEDULER_EVENTS + ".dlq")
+    dead = read_all(kafka, p + groups.JOB_EVENTS + ".dlq") + read_all(kafka, p + groups.SCHEDULER_EVENTS + ".dlq")
     assert sorted(json.loads(d.value)["reason_code"] for d in dead) == ["bad_event", "wrong_topic"]
     # The two input topics are read in arrival order, so job events may land after the snapshot;
     # right after it, though, the group is exactly what the snapshot says.
@@ -57,7 +57,7 @@ def test_group_events_through_the_worker_agree_with_replay(kafka: str, unique: s
     assert (snap["K"], snap["S"], snap["orphans"]) == (2, 0, ["j2", "j9"])
     assert snap["corrections"], "the snapshot disagreed with the log and must say how"
     limits_seen = {json.loads(r.value)["scheduler"]: json.loads(r.value)
-                   for r in read_all(kafka, p + limits.REJECTION_LIMITS) if r.key == b"g1/A"}
+                   for r in read_all(kafka, p + groups.REJECTION_LIMITS) if r.key == b"g1/A"}
     assert limits_seen["A"]["live"] is False
 
     # The worker read two topics in arrival order; every output's cause names its input's position
@@ -67,7 +67,7 @@ def test_group_events_through_the_worker_agree_with_replay(kafka: str, unique: s
     derived = sorted((row["topic"], row["key"], json.dumps(row["value"], sort_keys=True))
                      for row in map(json.loads, replayed.read_text().splitlines()))
     recorded = sorted((r.topic, r.key.decode(), json.dumps(json.loads(r.value), sort_keys=True))
-                      for topic in (*limits.OUTPUTS, limits.JOB_EVENTS + ".dlq", limits.SCHEDULER_EVENTS + ".dlq")
+                      for topic in (*groups.OUTPUTS, groups.JOB_EVENTS + ".dlq", groups.SCHEDULER_EVENTS + ".dlq")
                       for r in read_all(kafka, p + topic))
     assert derived == recorded
 

@@ -2,7 +2,7 @@
 
 Under SIGKILLs and the recoveries that follow, Faust (0.15) hands an agent a partition's records
 with holes in them, and its offset bookkeeping commits over the holes (seen in
-tests/agents/test_crash.py, and in CI as decisions missing by cause):
+tests/worker/test_crash.py, and in CI as decisions missing by cause):
 
 * its fetch loop marks a message read even when a flow suspension (recovery, rebalance) cancels
   its delivery, and drops every later-fetched message at or below that read offset;
@@ -20,7 +20,7 @@ it). And the offset Faust commits for a partition is taken from the guard, not f
 acknowledgements and gaps: the offset after the last record whose effects went into the
 transaction, so a commit can never cover a record that was not folded.
 
-This replaces two methods of Faust's consumer instance (through `streams.agents.faust_private`,
+This replaces two methods of Faust's consumer instance (through `streams.worker.faust_private`,
 which holds every such touch); should a refetch never come, the stall watchdog restarts the
 worker in place.
 """
@@ -33,9 +33,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from streams.agents import faust_private
-from streams.agents.sideband import Sideband
-from streams.agents.watchdog import restart_in_place
+from streams.worker import faust_private
+from streams.worker.sideband import Sideband
+from streams.worker.watchdog import restart_in_place
 
 log = logging.getLogger(__name__)
 

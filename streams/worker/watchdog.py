@@ -1,6 +1,6 @@
 """A stall watchdog: restart the worker in place when an input partition stops being consumed.
 
-Seen here under repeated SIGKILLs (tests/agents/test_crash.py), and reported upstream for Faust
+Seen here under repeated SIGKILLs (tests/worker/test_crash.py), and reported upstream for Faust
 and other Kafka stream processors: after a rebalance an assigned partition is silently never
 fetched again; the worker looks healthy while that partition's lag grows. Nothing inside Faust
 could be found to nudge it, and a fresh process gets a fresh assignment and consumes it.
@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from streams.agents.sideband import Sideband
+from streams.worker.sideband import Sideband
 
 log = logging.getLogger(__name__)
 

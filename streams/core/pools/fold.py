@@ -16,13 +16,14 @@ from pydantic import TypeAdapter, ValidationError
 
 from schemas.cluster import ClusterEvent, InstancesObserved, PoolCapacitySet
 from schemas.policy import DeciderPolicy, JusticePolicy, PolicyRecord
-from streams.core import decider, justice
-from streams.core.deadletter import Rejected, rejected
-from streams.core.decider import DeciderState
+from streams.core.admission import admit, reject
+from streams.core.deadletter import Rejected
 from streams.core.intake import error_text, parse, readable
-from streams.core.justice import JusticeState
 from streams.core.outputs import Emit
-from streams.core.source import SourceRecord, cause_of, named_key, origin, record_key
+from streams.core.pools import decider, justice
+from streams.core.pools.decider import DeciderState
+from streams.core.pools.justice import JusticeState
+from streams.core.source import SourceRecord, cause_of, named_key, record_key
 
 POLICIES = "policies"
 CLUSTER_EVENTS = "cluster-events"
@@ -31,6 +32,7 @@ PLUGIN_JUSTICE = "plugin_justice"
 INPUTS = (POLICIES, CLUSTER_EVENTS, PLUGIN_DECIDER, PLUGIN_JUSTICE)
 SCALING_DECISIONS = "scaling-decisions"
 JUSTICE_OUTCOMES = "justice-outcomes"
+OUTPUTS = (SCALING_DECISIONS, JUSTICE_OUTCOMES)
 
 EMPTY: Mapping[str, int] = MappingProxyType({})  # a shared default nobody can change
 _POLICY = TypeAdapter(PolicyRecord)
@@ -53,16 +55,7 @@ class PoolState(NamedTuple):
                  with_justice: JusticeState | None) -> tuple[PoolState, int]:
         """This state with the decider and justice given, and the next seq of `stream` taken: one copy per record."""
         seq = self.seqs.get(stream, 0) + 1
-        return PoolState(with_decider, with_justice, {**self.seqs, stream: seq}, self.offsets, self.applied), seq
-
-
-def admit(state: PoolState, record: SourceRecord) -> PoolState | None:
-    """The state with `record` counted as applied; None if it was (a redelivery after a crash)."""
-    where = origin(record)
-    if record.offset <= state.offsets.get(where, -1):
-        return None
-    return PoolState(state.decider, state.justice, state.seqs, {**state.offsets, where: record.offset},
-                     state.applied + 1)
+        return self._replace(decider=with_decider, justice=with_justice, seqs={**self.seqs, stream: seq}), seq
 
 
 def key_of(record: SourceRecord, topic: str) -> str:
@@ -94,14 +87,6 @@ def apply(state: PoolState, record: SourceRecord, topic: str) -> tuple[PoolState
         raise Rejected("unknown_topic", f"tribunal does not read topic {topic!r}")
     except Rejected as rejection:
         return reject(state, record, rejection, pool, admitted=True)
-
-
-def reject(state: PoolState, record: SourceRecord, rejection: Rejected, pool: str,
-           admitted: bool = False) -> tuple[PoolState, list[Emit]]:
-    """The dead letter for `record`, numbered per pool and source topic (counting it as applied)."""
-    if not admitted:
-        state = admit(state, record) or state
-    return rejected(state, record, rejection, pool)
 
 
 def _load(adapter: TypeAdapter[Any], record: SourceRecord, what: str) -> object:

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from streams.agents.routing import partition_for
 from streams.io import envelope
 from streams.replay import export_row
+from streams.worker.routing import partition_for
 from tests.core.builders import app
 from tests.helpers import Worker, produce_all, produce_while_killing, read_committed, tribunal
 

@@ -1,4 +1,4 @@
-"""The batched hot path (streams/agents/checkpoint.py): the same bytes out whatever the batch size.
+"""The batched hot path (streams/worker/checkpoint.py): the same bytes out whatever the batch size.
 
 One log (decider policies, metrics for 12 pools with malformed records among them, scheduler
 group events) is folded by three workers that write at most 1, 7 and 1,000 records per batch.
@@ -21,11 +21,11 @@ from typing import Any
 
 import pytest
 
-from streams.core import limits
+from streams.core import groups
 from streams.io import envelope
-from tests.agents.test_crash import pool_policy
 from tests.core.limits_log import TOPIC_OF
 from tests.helpers import Worker, produce_all, read_committed, tribunal
+from tests.worker.test_crash import pool_policy
 
 pytestmark = pytest.mark.integration
 
@@ -69,7 +69,7 @@ def the_log(seed: int) -> tuple[list[Record], list[Record]]:
     return setup, load
 
 
-OUTPUTS = ("scaling-decisions", "plugin_decider.dlq", *limits.OUTPUTS)
+OUTPUTS = ("scaling-decisions", "plugin_decider.dlq", *groups.OUTPUTS)
 
 
 def committed(kafka: str, prefix: str, topic: str) -> list[Any]:
@@ -104,11 +104,11 @@ def run_with_batches_of(kafka: str, worker_env: dict[str, str], unique: str, siz
     try:
         # causes carry timestamps: stamped alike in every run
         asyncio.run(produce_all(kafka, [(prefix + t, k, v) for t, k, v in setup], first_timestamp=FIRST))
-        wait_for(kafka, prefix, {"scaling-decisions": POOLS, limits.GROUP_HEALTH: len(GROUPS) * SCHEDULERS})
+        wait_for(kafka, prefix, {"scaling-decisions": POOLS, groups.GROUP_HEALTH: len(GROUPS) * SCHEDULERS})
         asyncio.run(produce_all(kafka, [(prefix + t, k, v) for t, k, v in load], first_timestamp=FIRST + len(setup)))
         dead = sum(1 for t, _, v in load if t == "plugin_decider" and v == BROKEN)
         wait_for(kafka, prefix, {"scaling-decisions": POOLS + METRICS - dead, "plugin_decider.dlq": dead,
-                                 limits.GROUP_HEALTH: len(GROUPS) * (SCHEDULERS + JOBS)})
+                                 groups.GROUP_HEALTH: len(GROUPS) * (SCHEDULERS + JOBS)})
         seen = stats(env)
         verified = tribunal("replay", "--from-kafka", "--verify", env=env)
         assert "verified:" in verified.stdout, verified.stdout + verified.stderr
@@ -135,7 +135,7 @@ def test_outputs_are_the_same_bytes_whatever_the_batch_size(kafka: str, unique: 
     assert runs[1000][1]["largest"] > 7, runs[1000][1]
     reference = runs[1][0]
     assert len(reference["scaling-decisions"]) + len(reference["plugin_decider.dlq"]) == POOLS + METRICS
-    assert reference["plugin_decider.dlq"] and reference[limits.GROUP_HEALTH]
+    assert reference["plugin_decider.dlq"] and reference[groups.GROUP_HEALTH]
     for size in (7, 1000):
         for topic in OUTPUTS:
             assert runs[size][0][topic] == reference[topic], f"batches of {size}: {topic} differs"

@@ -2,7 +2,7 @@
 
 Policies change rarely and can be large, so they are kept apart from the per-record state: the
 worker writes `dump_policies` only when a policy record applied, and `dump_state` for every
-record. `load(dump_policies(s), dump_state(s)) == s` for every state (a property test holds
+record. `load(dump_state(s), dump_policies(s)) == s` for every state (a property test holds
 it to that), so a worker that recovers from the changelog folds on exactly as before.
 """
 
@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from schemas.policy import DeciderPolicy, JusticePolicy
-from streams.core import decider, justice
-from streams.core.pool import PoolState
+from streams.core.pools import decider, justice
+from streams.core.pools.fold import PoolState
 
 
 def dump_policies(state: PoolState) -> dict[str, Any]:
@@ -44,7 +44,8 @@ def policies_changed(before: PoolState, after: PoolState) -> bool:
     return any(a is not b for a, b in zip(policies(before), policies(after), strict=True))
 
 
-def load(policies: Mapping[str, Any] | None, state: Mapping[str, Any] | None) -> PoolState:
+def load(state: Mapping[str, Any] | None, policies: Mapping[str, Any] | None = None) -> PoolState:
+    """The inverse of the dumps: the per-record state, and the policies it was folded under."""
     if not state:
         return PoolState()
     policies = policies or {}

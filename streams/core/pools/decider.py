@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, NamedTuple
 
 from schemas.decisions import Outcome, Round
 from schemas.policy import METRICAL_MAX, AppPolicy, DeciderPolicy
+from streams.core.pools.ranges import in_range
 
 NEUTRAL = 50.0  # the metrical every app starts at, and a donor is reset to (SPEC §2)
 FREE = "free"
@@ -38,12 +39,15 @@ class AppRule:
     def number(self, metrical: float) -> int:
         """The Number of the range holding `metrical`: [lo, hi), the range ending at 100 closed."""
         known = self.by_integer.get(metrical)  # the common case: an integer score
-        if known is not None:
-            return known
-        for lo, hi, number in self.ranges:
-            if lo <= metrical < hi or (metrical == hi == METRICAL_MAX):
-                return number
-        return 0  # unreachable for a validated policy, whose ranges cover [0, 100]
+        return known if known is not None else number_in(self.ranges, metrical)
+
+
+def number_in(ranges: tuple[tuple[float, float, int], ...], metrical: float) -> int:
+    """The Number of the first range holding `metrical` (`in_range`)."""
+    for lo, hi, number in ranges:
+        if in_range(lo, hi, metrical):
+            return number
+    return 0  # unreachable for a validated policy, whose ranges cover [0, 100]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,10 +65,10 @@ class CompiledPolicy:
 
 
 def _rule(app: AppPolicy) -> AppRule:
-    rule = AppRule(name=app.App, key=app.App.casefold(), priority=app.Priority, min_num=app.MinNum,
-                   max_num=app.MaxNum, eager=app.release == "eager",
-                   ranges=tuple(sorted((s.Metrical[0], s.Metrical[1], s.Number) for s in app.Spec)))
-    return replace(rule, by_integer={float(m): rule.number(float(m)) for m in range(METRICAL_MAX + 1)})
+    ranges = tuple(sorted((s.Metrical[0], s.Metrical[1], s.Number) for s in app.Spec))
+    return AppRule(name=app.App, key=app.App.casefold(), priority=app.Priority, min_num=app.MinNum,
+                   max_num=app.MaxNum, eager=app.release == "eager", ranges=ranges,
+                   by_integer={float(m): number_in(ranges, float(m)) for m in range(METRICAL_MAX + 1)})
 
 
 def compile_policy(policy: DeciderPolicy) -> CompiledPolicy:
@@ -253,7 +257,7 @@ def on_metric(state: DeciderState, app_key: str, metrical: float) -> tuple[Decid
     number = rule.number(metrical)
     idle = _mark(state.idle, app_key, number < 0)
     if number == 0:
-        return DeciderState(state.policy, state.capacity, state.instances, metricals, idle), _verdict(
+        return state._replace(metricals=metricals, idle=idle), _verdict(
             "steady", "steady", f"{rule.name} at {metrical:g} maps to Number 0: nothing moves")
     if number < 0:
         return _idle(state, rule, metrical, metricals, idle, number)
@@ -264,97 +268,120 @@ def _idle(state: DeciderState, rule: AppRule, metrical: float, metricals: dict[s
           idle: frozenset[str], number: int) -> tuple[DeciderState, Verdict]:
     offer = offered(rule, state.instances[rule.key], number)
     if offer == 0:
-        return DeciderState(state.policy, state.capacity, state.instances, metricals, idle), _verdict(
+        return state._replace(metricals=metricals, idle=idle), _verdict(
             "idle", "idle_at_min", f"{rule.name} at {metrical:g} is idle but already at MinNum {rule.min_num}")
     if rule.eager:
         instances = {**state.instances, rule.key: state.instances[rule.key] - offer}
         metricals[rule.key] = NEUTRAL
         idle = _mark(idle, rule.key, rule.number(NEUTRAL) < 0)
-        return DeciderState(state.policy, state.capacity, instances, metricals, idle), _verdict(
+        return state._replace(instances=instances, metricals=metricals, idle=idle), _verdict(
             "idle", "idle_released", f"{rule.name} at {metrical:g} released {offer} to the free pool (eager)",
             [_move(rule.name, FREE, offer, "release")])
-    return DeciderState(state.policy, state.capacity, state.instances, metricals, idle), _verdict(
+    return state._replace(metricals=metricals, idle=idle), _verdict(
         "idle", "idle_offered", f"{rule.name} at {metrical:g} offers {offer} (lazy: kept until someone needs them)")
+
+
+@dataclass(slots=True)
+class _Grant:
+    """One growth decision while it is worked out: mutable inside the decision, frozen into a state after."""
+
+    rule: AppRule
+    need: int
+    instances: dict[str, int]
+    metricals: dict[str, float]
+    idle: frozenset[str]
+    moves: list[MoveRecord] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    scores: dict[str, float] = field(default_factory=dict)
+
+    def take(self, donor: AppRule | None, count: int, round_: Round) -> None:
+        """`count` instances to the growing app, from `donor` (None: free capacity)."""
+        me = self.rule
+        if donor is not None:
+            self.instances[donor.key] -= count
+        self.instances[me.key] += count
+        self.need -= count
+        self.moves.append(_move(FREE if donor is None else donor.name, me.name, count, round_))
 
 
 def _grow(state: DeciderState, rule: AppRule, metrical: float, metricals: dict[str, float],
           idle: frozenset[str], number: int) -> tuple[DeciderState, Verdict]:
-    instances = dict(state.instances)
-    me = rule.key
-    wanted = number if rule.max_num is None else max(0, min(number, rule.max_num - instances[me]))
+    """SPEC §2's three rounds, each only while something is still needed: free, idle donors, preemption."""
+    wanted = number if rule.max_num is None else max(0, min(number, rule.max_num - state.instances[rule.key]))
     if wanted == 0:
-        return DeciderState(state.policy, state.capacity, state.instances, metricals, idle), _verdict(
+        return state._replace(metricals=metricals, idle=idle), _verdict(
             "rejected", "at_max_num", f"{rule.name} wants +{number} but is at MaxNum {rule.max_num}")
-    need = wanted
-    moves: list[MoveRecord] = []
-    notes: list[str] = []
-
-    # Round 1: free capacity.
-    take = min(need, max(0, state.capacity - sum(instances.values())))
-    if take:
-        instances[me] += take
-        need -= take
-        moves.append(_move(FREE, rule.name, take, "free"))
-        notes.append(f"{take} from free capacity")
-    else:
-        notes.append("no free capacity")
-
-    # Round 2: idle donors of any priority, lowest priority first, then larger surplus, then name.
-    if need:
-        by_key = state.policy.by_key
-        offers = {}
-        for k in idle:  # an idle app's Number is negative: it offers min(-Number, instances - MinNum)
-            if k != me:
-                donor = by_key[k]
-                offer = min(-donor.number(metricals[k]), instances[k] - donor.min_num)
-                if offer > 0:
-                    offers[k] = offer
-        donors = sorted((by_key[k] for k in offers), key=lambda r: (-r.priority, -offers[r.key], r.key))
-        given = []
-        for donor in donors:
-            give = min(need, offers[donor.key])
-            instances[donor.key] -= give
-            instances[me] += give
-            metricals[donor.key] = NEUTRAL
-            idle = _mark(idle, donor.key, donor.number(NEUTRAL) < 0)
-            need -= give
-            moves.append(_move(donor.name, rule.name, give, "idle"))
-            given.append(f"{donor.name} {give}")
-            if not need:
-                break
-        if given:
-            notes.append("idle donors gave " + ", ".join(given))
-        else:
-            notes.append("no idle app above MinNum" + _busy(state, rule, metricals))
-
-    # Round 3: preemption of strictly lower priority, by score, largest remainder, until met.
-    scores: dict[str, float] = {}
-    if need:
-        lower = state.policy.lower_than[rule.priority]
-        candidates = [r for r in lower if instances[r.key] > r.min_num]
-        if not lower:
-            notes.append(f"no app has lower priority than {rule.name} (P{rule.priority})")
-        elif not candidates:
-            notes.append("lower-priority apps are at MinNum: " + ", ".join(r.name for r in lower))
-        else:
-            exact = {r.key: _score(metricals[r.key], r.priority) for r in candidates}
-            scores = {state.policy.by_key[k].name: float(v) for k, v in sorted(exact.items())}
-            taken = _preempt(need, exact, {r.key: instances[r.key] - r.min_num for r in candidates})
-            for key, n in sorted(taken.items()):
-                instances[key] -= n
-                instances[me] += n
-                need -= n
-                moves.append(_move(state.policy.by_key[key].name, rule.name, n, "preempt"))
-            names = state.policy.by_key
-            notes.append("preempted " + ", ".join(f"{names[k].name} {n}" for k, n in sorted(taken.items())))
-
-    granted = wanted - need
-    outcome: Outcome = "scaled" if need == 0 else ("partial" if granted else "rejected")
+    grant = _Grant(rule, wanted, dict(state.instances), metricals, idle)
+    _from_free(state, grant)
+    if grant.need:
+        _from_idle(state, grant)
+    if grant.need:
+        _by_preemption(state, grant)
+    granted = wanted - grant.need
+    outcome: Outcome = "scaled" if grant.need == 0 else ("partial" if granted else "rejected")
     code = {"scaled": "granted", "partial": "partially_granted", "rejected": "no_capacity"}[outcome]
     capped = f" (capped by MaxNum {rule.max_num})" if wanted < number else ""
-    reason = f"{rule.name} at {metrical:g} wants +{wanted}{capped}: " + "; ".join(notes) + f"; granted {granted}"
-    return DeciderState(state.policy, state.capacity, instances, metricals, idle), _verdict(
-        outcome, code, reason, moves, requested=wanted, granted=granted, scores=scores)
+    reason = (f"{rule.name} at {metrical:g} wants +{wanted}{capped}: " + "; ".join(grant.notes)
+              + f"; granted {granted}")
+    return state._replace(instances=grant.instances, metricals=grant.metricals, idle=grant.idle), _verdict(
+        outcome, code, reason, grant.moves, requested=wanted, granted=granted, scores=grant.scores)
+
+
+def _from_free(state: DeciderState, grant: _Grant) -> None:
+    """Round 1: free capacity."""
+    take = min(grant.need, max(0, state.capacity - sum(grant.instances.values())))
+    if take:
+        grant.take(None, take, "free")
+        grant.notes.append(f"{take} from free capacity")
+    else:
+        grant.notes.append("no free capacity")
+
+
+def _from_idle(state: DeciderState, grant: _Grant) -> None:
+    """Round 2: idle donors of any priority, lowest priority first, then larger surplus, then name.
+
+    An idle app's Number is negative: it offers min(-Number, instances - MinNum), and a donor's
+    metrical is reset to neutral (SPEC §2)."""
+    by_key, instances, metricals, me = state.policy.by_key, grant.instances, grant.metricals, grant.rule
+    offers = {}
+    for k in grant.idle:
+        if k != me.key:
+            donor = by_key[k]
+            offer = min(-donor.number(metricals[k]), instances[k] - donor.min_num)
+            if offer > 0:
+                offers[k] = offer
+    given = []
+    for donor in sorted((by_key[k] for k in offers), key=lambda r: (-r.priority, -offers[r.key], r.key)):
+        give = min(grant.need, offers[donor.key])
+        grant.take(donor, give, "idle")
+        metricals[donor.key] = NEUTRAL
+        grant.idle = _mark(grant.idle, donor.key, donor.number(NEUTRAL) < 0)
+        given.append(f"{donor.name} {give}")
+        if not grant.need:
+            break
+    if given:
+        grant.notes.append("idle donors gave " + ", ".join(given))
+    else:
+        grant.notes.append("no idle app above MinNum" + _busy(state, me, metricals))
+
+
+def _by_preemption(state: DeciderState, grant: _Grant) -> None:
+    """Round 3: preemption of strictly lower priority, by score, largest remainder, until met."""
+    rule, instances, names = grant.rule, grant.instances, state.policy.by_key
+    lower = state.policy.lower_than[rule.priority]
+    candidates = [r for r in lower if instances[r.key] > r.min_num]
+    if not lower:
+        grant.notes.append(f"no app has lower priority than {rule.name} (P{rule.priority})")
+        return
+    if not candidates:
+        grant.notes.append("lower-priority apps are at MinNum: " + ", ".join(r.name for r in lower))
+        return
+    exact = {r.key: _score(grant.metricals[r.key], r.priority) for r in candidates}
+    grant.scores = {names[k].name: float(v) for k, v in sorted(exact.items())}
+    taken = sorted(_preempt(grant.need, exact, {r.key: instances[r.key] - r.min_num for r in candidates}).items())
+    for key, n in taken:
+        grant.take(names[key], n, "preempt")
+    grant.notes.append("preempted " + ", ".join(f"{names[k].name} {n}" for k, n in taken))
 
 
 def _busy(state: DeciderState, rule: AppRule, metricals: Mapping[str, float], most: int = 3) -> str:

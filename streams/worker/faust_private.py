@@ -1,7 +1,7 @@
 """Every touch of faust-streaming 0.15's private internals, in one module, checked at start-up.
 
 Tribunal needs several things Faust does not offer publicly; each is written where it
-is used (`streams.agents.checkpoint`, `streams.agents.continuity`, `streams.app`), and each reaches
+is used (`streams.worker.checkpoint`, `streams.worker.continuity`, `streams.worker.app`), and each reaches
 into Faust only through a function here, so a Faust upgrade means reading this one file:
 
 * `transaction_producer`: a record's changelog writes and outputs are sent by the transactional
@@ -96,7 +96,7 @@ def check() -> None:
     missing += [f"Consumer.{name}" for name in _INSTANCE_ATTRIBUTES if f"self.{name} =" not in init]
     if missing:
         raise TribunalError(f"this Faust lacks {', '.join(missing)}, which tribunal's exactly-once needs; "
-                            "pin faust-streaming 0.15.x (see streams/agents/faust_private.py)")
+                            "pin faust-streaming 0.15.x (see streams/worker/faust_private.py)")
 
 
 def ask_the_broker_for_highwaters() -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from streams.core import limits
+from streams.core import groups
 from tests.core.limits_log import TOPIC_OF
 from tests.helpers import Worker, produce_while_killing, read_committed, tribunal
 
@@ -56,7 +56,7 @@ def test_sigkill_loses_and_duplicates_no_group_record(kafka: str, unique: str, w
     _, kills = produce_while_killing(kafka, records, 250, worker, rng, KILLS, longest=2.0)  # 16 s of input
 
     got = [json.loads(r.value) for r in asyncio.run(
-        read_committed(kafka, p + limits.GROUP_HEALTH, EVENTS, timeout=300))]
+        read_committed(kafka, p + groups.GROUP_HEALTH, EVENTS, timeout=300))]
     context = f"seed {seed}, {kills} kills; worker log tail:\n{worker.log()[-3000:]}"
     causes = Counter((h["cause"]["topic"], h["cause"]["partition"], h["cause"]["offset"]) for h in got)
     assert len(got) == EVENTS and max(causes.values()) == 1, context

@@ -11,12 +11,12 @@ is the one record that just arrived; under heavy load it grows to what arrived d
 commit, so latency stays about two commit round trips and throughput rises with load.
 
 Why the worker writes its changelogs and outputs itself, under Faust's transaction lock: two
-gaps in Faust's exactly-once, measured in tests/agents/test_crash.py under SIGKILLs. `Topic.send`
+gaps in Faust's exactly-once, measured in tests/worker/test_crash.py under SIGKILLs. `Topic.send`
 to a topic the app does not consume goes out outside any transaction (faust-streaming#177), and
 a table write's changelog record is sent later by a background task, so a commit could fall
 between a record's outputs and its state (after a crash: decided twice). So tables are set in
 the local store only, and their changelog records go out with the outputs, through the
-transactional producer of the source partition (`streams.agents.faust_private`).
+transactional producer of the source partition (`streams.worker.faust_private`).
 
 What keeps it exactly-once:
 * All of one source partition's effects in a batch (changelog records and outputs) are sent under
@@ -39,31 +39,19 @@ import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from streams.agents import faust_private
-from streams.agents.continuity import Continuity
-from streams.agents.routing import Send, partition_for
-from streams.agents.watchdog import restart_in_place
-from streams.core.deadletter import dlq_topic
-from streams.core.outputs import DLQ, Emit
+from streams.core.outputs import Emit, topic_of
 from streams.settings import Settings
+from streams.worker import faust_private
+from streams.worker.continuity import Continuity
+from streams.worker.keeper import Keeper
+from streams.worker.routing import Send, partition_for
+from streams.worker.watchdog import restart_in_place
 
 log = logging.getLogger(__name__)
 
 WAIT_PER_RECORD = 0.0001  # seconds the next flush waits per record the last one wrote (see `Checkpoint.run`)
-
-
-class Keeper(Protocol):
-    """Where a fold's state per key lives between records: in memory while folding, in a table once written."""
-
-    def load(self, key: str) -> Any: ...
-
-    def keep(self, key: str, before: Any, after: Any) -> None: ...
-
-    def writes(self, key: str) -> list[tuple[Any, str, Any]]: ...
-
-    def forget(self) -> None: ...
 
 
 def transactional_id(app: Any, topic: str, partition: int) -> str | None:
@@ -71,10 +59,6 @@ def transactional_id(app: Any, topic: str, partition: int) -> str | None:
     if not app.in_transaction:
         return None
     return f"{app.conf.id}-{app.assignor.group_for_topic(topic)}-{partition}"
-
-
-def topic_for(settings: Settings, emit: Emit, source_topic: str) -> str:
-    return dlq_topic(source_topic) if emit.stream == DLQ else settings.topic(emit.stream)
 
 
 @dataclass
@@ -85,7 +69,7 @@ class _Partition:
     partition: int
     event: Any = None  # the last event folded: the local store's partition context
     sends: list[Send] = field(default_factory=list)
-    dirty: dict[tuple[int, str], Keeper] = field(default_factory=dict)  # (keeper id, key) -> keeper, in order
+    dirty: dict[tuple[int, str], Keeper[Any]] = field(default_factory=dict)  # (keeper id, key) -> keeper, in order
     last: dict[tuple[str, int], int] = field(default_factory=dict)  # (topic, partition) -> last offset folded
 
 
@@ -112,7 +96,7 @@ class Checkpoint:
     app: Any
     settings: Settings
     continuity: Continuity
-    keepers: list[Keeper]
+    keepers: list[Keeper[Any]]
     max_records: int = 5_000  # a batch this large makes the agents wait for the flusher
     interval: float = 0.0  # seconds at most between a commit and the next flush's start
     _by_tid: dict[tuple[str | None, int], _Partition] = field(default_factory=dict)  # the batch, per producer
@@ -125,7 +109,7 @@ class Checkpoint:
     _room: asyncio.Event = field(default_factory=asyncio.Event)
 
     def add(self, event: Any, outputs: Iterable[Emit] = (), source_topic: str | None = None,
-            sends: Iterable[Send] = (), keeper: Keeper | None = None, key: str | None = None) -> None:
+            sends: Iterable[Send] = (), keeper: Keeper[Any] | None = None, key: str | None = None) -> None:
         """Record `event` as folded: its outputs (dead letters go to `source_topic`'s DLQ), `sends`, and
         `key` of `keeper` as changed; all are written at the next flush. The caller follows the
         generation (`follow_generation`) before it loads a state for the event."""
@@ -137,8 +121,8 @@ class Checkpoint:
             if part is None:
                 part = self._by_tid[(tid, m.partition)] = _Partition(tid, m.partition)
             self._pending[(m.topic, m.partition)] = part
-        source = source_topic or m.topic
-        part.sends.extend(Send(topic_for(self.settings, e, source), e.key.encode("utf-8"), e.value_bytes())
+        source, prefix = source_topic or m.topic, self.settings.topic_prefix
+        part.sends.extend(Send(topic_of(e.stream, source, prefix), e.key.encode("utf-8"), e.value_bytes())
                           for e in outputs)
         part.sends.extend(sends)
         if keeper is not None and key is not None:

@@ -1,0 +1,54 @@
+"""What every fold does before and instead of folding a record: recognise a redelivery, dead-letter a reject.
+
+Written once for all folds: a fold's state is a named tuple carrying `offsets` (the last input
+offset applied per topic partition), `applied` (how many inputs so far: the next one's
+`cause.position`) and per-stream `seqs` behind `next_seq`. Frozen state is copied one way
+everywhere: the named tuple's `_replace`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Protocol, Self, TypeVar
+
+from streams.core.deadletter import Rejected, dead_letter
+from streams.core.outputs import DLQ, Emit
+from streams.core.source import SourceRecord, origin
+
+
+class Applied(Protocol):
+    """A fold's state as far as redelivery and dead letters need it."""
+
+    @property
+    def offsets(self) -> Mapping[str, int]: ...
+
+    @property
+    def applied(self) -> int: ...
+
+    def next_seq(self, stream: str) -> tuple[Self, int]: ...
+
+    def _replace(self, *, offsets: Mapping[str, int], applied: int) -> Self: ...  # a named tuple's
+
+
+S = TypeVar("S", bound=Applied)
+
+
+def admit(state: S, record: SourceRecord) -> S | None:
+    """The state with `record` counted as applied; None if it was (a redelivery after a crash).
+
+    A key's records can arrive on several partitions of one topic, and offsets only rise within a
+    partition, so the last offset is kept per topic partition (`origin`).
+    """
+    where = origin(record)
+    if record.offset <= state.offsets.get(where, -1):
+        return None
+    return state._replace(offsets={**state.offsets, where: record.offset}, applied=state.applied + 1)
+
+
+def reject(state: S, record: SourceRecord, rejection: Rejected, key: str,
+           admitted: bool = False) -> tuple[S, list[Emit]]:
+    """The dead letter for `record` of `key`, numbered per key and source topic (counting it as applied)."""
+    if not admitted:
+        state = admit(state, record) or state
+    numbered, seq = state.next_seq(f"{DLQ}:{record.topic}")
+    return numbered, [Emit(DLQ, key, dead_letter(record, key, seq, rejection, numbered.applied))]

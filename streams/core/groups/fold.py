@@ -1,0 +1,126 @@
+"""Rejection limits for a scheduler group (SPEC §4), folded from the log: the fold's entry point.
+
+The seed's schedulers computed N from ZooKeeper watches, so a lost or reordered watch left N
+computed from a stale S and jobs nobody took. Here N is a pure function of the folded log
+(`streams.core.groups.state`). After every record the fold offers each orphan job (no live owner)
+to the least-loaded online scheduler with room, ties by id (`offers`), and a `MembershipSnapshot`
+from the ZooKeeper bridge is turned into the events the log was missing (`snapshot`), each
+applied like any other (`events`) and reported with the reason (`emission`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from pydantic import TypeAdapter, ValidationError
+
+from schemas.limits import GroupEvent as GroupEventField
+from schemas.limits import (
+    JobAcquired,
+    JobCreated,
+    JobDeleted,
+    JobReleased,
+    MembershipSnapshot,
+    SchedulerLost,
+    SchedulerOfflineRequested,
+    SchedulerOnlineRequested,
+    SchedulerRegistered,
+)
+from streams.core.admission import admit, reject
+from streams.core.deadletter import Rejected
+from streams.core.groups.emission import group_records, limits
+from streams.core.groups.events import Change, Step, one
+from streams.core.groups.snapshot import job_fixes, member_fixes, read_snapshot
+from streams.core.groups.state import GroupState, reindex
+from streams.core.intake import error_text, readable
+from streams.core.outputs import Emit
+from streams.core.source import SourceRecord, named_key, record_key
+
+SCHEDULER_EVENTS = "scheduler-events"
+JOB_EVENTS = "job-events"
+INPUTS = (SCHEDULER_EVENTS, JOB_EVENTS)
+
+GroupEvent = Change | MembershipSnapshot
+_EVENT: TypeAdapter[GroupEvent] = TypeAdapter(GroupEventField)
+_ON_TOPIC = {
+    SCHEDULER_EVENTS: (SchedulerRegistered, SchedulerLost, SchedulerOfflineRequested, SchedulerOnlineRequested,
+                       MembershipSnapshot),
+    JOB_EVENTS: (JobCreated, JobDeleted, JobAcquired, JobReleased),
+}
+
+
+def key_of(record: SourceRecord, topic: str = "") -> str:
+    """The group a record belongs to: the group its value names, else its key (SPEC §4, §7).
+
+    The value decides, so a keyless event is folded into the group it names, and a keyed one
+    whose key names another group is dead-lettered there as `group_mismatch`.
+    """
+    return named_key(record, "group") or record_key(record)
+
+
+def apply(state: GroupState, record: SourceRecord, topic: str) -> tuple[GroupState, list[Emit]]:
+    """Fold one record of logical input `topic` (one of `INPUTS`) into its group's state."""
+    admitted = admit(state, record)
+    if admitted is None:
+        return state, []
+    group = key_of(record, topic)
+    try:
+        event, skipped = _parse(record, topic, group)
+    except Rejected as rejection:
+        return reject(admitted, record, rejection, group, admitted=True)
+    return fold_event(admitted, event, record, skipped)
+
+
+def _parse(record: SourceRecord, topic: str, group: str) -> tuple[GroupEvent, list[str]]:
+    """The event a record carries, and the bad entries of a snapshot that were left out."""
+    value = readable(record)
+    if topic not in _ON_TOPIC:
+        raise Rejected("unknown_topic", f"the limits fold does not read topic {topic!r}")
+    skipped: list[str] = []
+    event: GroupEvent | None = None
+    try:
+        event = _EVENT.validate_json(value)
+    except ValidationError as error:
+        if _object(value).get("type") != "MembershipSnapshot":
+            raise Rejected("bad_event", f"invalid group event: {error_text(error)}") from None
+    if event is None or isinstance(event, MembershipSnapshot):  # read entry by entry: see `read_snapshot`
+        event, skipped = read_snapshot(_object(value))
+    if not isinstance(event, _ON_TOPIC[topic]):
+        raise Rejected("wrong_topic", f"{event.type} does not belong on {topic!r}")
+    if event.group != group or (bool(record.key) and record_key(record) != group):
+        raise Rejected("group_mismatch", f"event names group {event.group!r} but its key is {record_key(record)!r}")
+    return event, skipped
+
+
+def _object(value: bytes) -> dict[str, Any]:
+    try:
+        raw = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        raw = None
+    return raw if isinstance(raw, dict) else {}
+
+
+def fold_event(state: GroupState, event: GroupEvent, record: SourceRecord,
+               skipped: list[str] | None = None) -> tuple[GroupState, list[Emit]]:
+    """Apply a parsed event (a snapshot as its corrections) and emit what changed."""
+    skipped = skipped or []
+    before_ks = (state.K, state.S)
+    step = Step()
+    fixes: list[dict[str, Any]] = []
+    if isinstance(event, MembershipSnapshot):
+        for phase in (member_fixes, job_fixes):  # jobs against the membership the snapshot shows
+            for fix, why in phase(state, event):
+                state = one(state, fix, step)
+                fixes.append({"event": fix.model_dump(mode="json"), "why": why})
+        step.applied = bool(fixes)
+        step.note = f"snapshot: {len(fixes)} correction(s)" if fixes else "snapshot agrees with the log"
+        if skipped:
+            step.note += f"; {len(skipped)} bad entr{'y' if len(skipped) == 1 else 'ies'} left out"
+    else:
+        state = one(state, event, step)
+    group = event.group
+    outputs: list[Emit] = []
+    state = reindex(state, step.touched)
+    state = limits(state, group, record, before_ks, step.touched, outputs)
+    return group_records(state, group, event.type, step, fixes, skipped, record, outputs)

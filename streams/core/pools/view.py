@@ -1,0 +1,62 @@
+"""A pool as an operator reads it (`tribunal state`, `explain`, `report`), and what `explain` adds to a decision."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from streams.core.pools.fold import PoolState
+from streams.core.pools.ranges import in_range
+
+
+def describe(pool_id: str, state: PoolState) -> dict[str, Any]:
+    """What `tribunal state` shows: a pool as an operator reads it."""
+    out: dict[str, Any] = {"pool": pool_id, "seqs": dict(state.seqs), "offsets": dict(state.offsets)}
+    if state.decider is not None:
+        d = state.decider
+        out["decider"] = {
+            "policy_version": d.policy.version, "capacity": d.capacity, "free": d.free,
+            "apps": [{"app": r.name, "priority": r.priority, "min": r.min_num, "max": r.max_num,
+                      "instances": d.instances[r.key], "metrical": d.metricals[r.key],
+                      "idle": r.key in d.idle} for r in d.policy.rules]}
+    if state.justice is not None:
+        j = state.justice
+        out["justice"] = {"policy_version": j.policy.version, "driver": j.policy.driver,
+                          "targets": {j.policy.apps[k]: v for k, v in j.targets.items()}}
+    return out
+
+
+def explain(before: PoolState, outputs: list[dict[str, Any]]) -> dict[str, Any]:
+    """A decision's rounds and the trigger's ranges, or a justice outcome's rule: what `explain` shows."""
+    out: dict[str, Any] = {}
+    for output in outputs:
+        if output["type"] == "ScalingDecision":
+            out["decision"] = _decision(output, before)
+        elif output["type"] == "JusticeOutcome":
+            out["justice"] = {k: output[k] for k in ("policy_version", "driver", "metrical", "outcome", "rule",
+                                                     "targets", "deltas", "reason")}
+    return out
+
+
+def _decision(decision: Mapping[str, Any], before: PoolState) -> dict[str, Any]:
+    """The decision's rounds, with the trigger app's ranges and which one its metrical fell in."""
+    rounds: dict[str, list[dict[str, Any]]] = {}
+    for move in decision["moves"]:
+        rounds.setdefault(move["round"], []).append(move)
+    preempted = sum(m["count"] for m in rounds.get("preempt", []))
+    shares = {m["from"]: {"count": m["count"], "share": m["count"] / preempted} for m in rounds.get("preempt", [])}
+    detail: dict[str, Any] = {
+        "seq": decision["seq"], "policy_version": decision["policy_version"], "trigger": decision["trigger"],
+        "outcome": decision["outcome"], "requested": decision["requested"], "granted": decision["granted"],
+        "rounds": rounds, "preemption_shares": shares, "scores": decision["scores"],
+        "free_after": decision["free"], "instances_after": decision["instances"],
+        "reason_code": decision["reason_code"], "reason": decision["reason"]}
+    app = decision["trigger"].get("app")
+    policy = before.decider.policy if before.decider is not None else None
+    if app is not None and policy is not None and app.casefold() in policy.by_key:
+        rule = policy.by_key[app.casefold()]
+        metrical = decision["trigger"]["metrical"]
+        detail["ranges"] = [{"metrical": [lo, hi], "number": number, "matched": in_range(lo, hi, metrical)}
+                            for lo, hi, number in rule.ranges]
+        detail["app"] = {"app": rule.name, "priority": rule.priority, "min": rule.min_num, "max": rule.max_num}
+    return detail

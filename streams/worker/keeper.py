@@ -1,0 +1,51 @@
+"""A fold's states per key while the worker folds: decoded once, kept in memory, written once per batch."""
+
+from __future__ import annotations
+
+from typing import Any, Generic, TypeVar
+
+from streams.core.folds import Fold
+
+S = TypeVar("S")
+
+
+class Keeper(Generic[S]):
+    """One fold's decoded states, read from its tables once per key and assignment.
+
+    The cache is the state of record while folding: the tables and their changelogs receive a
+    key's state once per batch (`writes`, called by the checkpoint), and a table whose part of the
+    state did not change since the last write (a pool's policies, say) is not written. After a
+    rebalance the checkpoint makes it `forget`, and states are read again from the tables
+    recovery rebuilt.
+    """
+
+    def __init__(self, fold: Fold[Any], tables: list[Any]) -> None:
+        self.fold = fold
+        self.tables = tables  # Faust tables, in `fold.tables` order
+        self.cache: dict[str, S] = {}
+        self._changed: dict[str, set[int]] = {}  # key -> the other tables to write at the next batch
+
+    def exists(self, key: str) -> bool:
+        return key in self.cache or self.tables[0].get(key) is not None
+
+    def load(self, key: str) -> S:
+        state = self.cache.get(key)
+        if state is None:
+            state = self.cache[key] = self.fold.load(*(table.get(key) for table in self.tables))
+        return state
+
+    def keep(self, key: str, before: S, after: S) -> None:
+        self.cache[key] = after
+        for i, table in enumerate(self.fold.tables[1:], 1):
+            if table.changed(before, after):
+                self._changed.setdefault(key, set()).add(i)
+
+    def writes(self, key: str) -> list[tuple[Any, str, Any]]:
+        """(table, key, value) for each table entry that stores `key`'s current state."""
+        state = self.cache[key]
+        parts = self.fold.tables
+        return [(self.tables[i], key, parts[i].dump(state)) for i in (0, *sorted(self._changed.pop(key, ())))]
+
+    def forget(self) -> None:
+        self.cache.clear()
+        self._changed.clear()
