@@ -24,6 +24,7 @@ from typing import Any
 
 import orjson
 
+from streams import kafka
 from streams.audit.kafka_log import Bound, within
 from streams.core.source import SourceRecord
 from streams.errors import TribunalError
@@ -74,7 +75,6 @@ def letter_of(record: SourceRecord) -> Letter:
 async def redrive(settings: Settings, dlq: str, reason: str | None, start: Bound | None, end: Bound | None,
                   progress: Callable[[int], Any] | None = None) -> Summary:
     """Produce again every dead letter of `dlq` (a real topic name) that passes the filters, once."""
-    from aiokafka import AIOKafkaProducer
     from aiokafka.errors import KafkaError
 
     if not dlq.endswith(".dlq"):
@@ -101,8 +101,8 @@ async def redrive(settings: Settings, dlq: str, reason: str | None, start: Bound
             summary.already[letter.reason] += 1
         else:
             todo.append(letter)
-    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap, enable_idempotence=True,
-                                transactional_id=f"{settings.app_id}-redrive-{dlq}", request_timeout_ms=30000)
+    producer = kafka.producer(settings.kafka_bootstrap, transactional_id=f"{settings.app_id}-redrive-{dlq}",
+                              request_timeout_ms=30000)
     try:
         await producer.start()
         for first in range(0, len(todo), BATCH):

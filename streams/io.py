@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from streams import kafka
 from streams.errors import TribunalError
 from streams.settings import Settings
 
@@ -27,11 +28,9 @@ def envelope(app: str, metrical: float, channel: str) -> bytes:
 
 
 async def _produce(settings: Settings, topic: str, key: bytes | None, value: bytes) -> tuple[int, int]:
-    from aiokafka import AIOKafkaProducer
     from aiokafka.errors import KafkaError
 
-    producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap, enable_idempotence=True,
-                                request_timeout_ms=15000)
+    producer = kafka.producer(settings.kafka_bootstrap, request_timeout_ms=15000)
     try:
         await producer.start()
         meta = await producer.send_and_wait(topic, value, key=key)
@@ -49,15 +48,13 @@ def produce(settings: Settings, topic: str, key: bytes | None, value: bytes) -> 
 def follow(settings: Settings, topic: str, from_beginning: bool = False, max_records: int | None = None,
            idle_timeout: float | None = None) -> Iterator[dict[str, Any]]:
     """Yield a topic's records as replay-file rows, in order per partition."""
-    from aiokafka import AIOKafkaConsumer
     from aiokafka.errors import KafkaError
 
     from streams.replay import export_row
 
-    async def make() -> AIOKafkaConsumer:
-        return AIOKafkaConsumer(topic, bootstrap_servers=settings.kafka_bootstrap, group_id=None,
-                                isolation_level="read_committed", enable_auto_commit=False,
-                                auto_offset_reset="earliest" if from_beginning else "latest")
+    async def make() -> Any:
+        return kafka.consumer(settings.kafka_bootstrap, topic,
+                              auto_offset_reset="earliest" if from_beginning else "latest")
 
     loop = asyncio.new_event_loop()
     consumer = loop.run_until_complete(make())
@@ -92,16 +89,15 @@ async def read_log(bootstrap: str, topics: list[str], on_batch: Any = None) -> l
     Returns `SourceRecord`s, each partition's in offset order; topics that do not exist yield
     nothing. `on_batch(n)` is called as records arrive, for progress bars.
     """
-    from aiokafka import AIOKafkaConsumer, TopicPartition
+    from aiokafka import TopicPartition
     from aiokafka.errors import KafkaError
 
     from streams.core.source import SourceRecord
 
     # `earliest` as well as the seek below, so that no reset by the default policy (latest) can ever
     # make a partition read as empty (Kafka Connect's KafkaBasedLog guards the same way, KAFKA-7873).
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, isolation_level="read_committed",
-                                enable_auto_commit=False, auto_offset_reset="earliest",
-                                max_partition_fetch_bytes=8 << 20, fetch_max_bytes=64 << 20)
+    consumer = kafka.consumer(bootstrap, auto_offset_reset="earliest", max_partition_fetch_bytes=8 << 20,
+                              fetch_max_bytes=64 << 20)
     try:
         await consumer.start()
     except KafkaError as e:

@@ -27,6 +27,7 @@ from typing import Any
 import orjson
 
 from schemas.limits import SchedulerAlert
+from streams import kafka
 from streams.core.groups import JOB_OFFERS, REJECTION_LIMITS
 from streams.settings import Settings
 from streams.topics import SCHEDULER_ALERTS
@@ -170,17 +171,15 @@ class SchedulerClient:
             self.offers = dict(value["offers"])
 
     async def run(self, stop: asyncio.Event) -> None:
-        from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
         from kazoo.client import KazooClient
 
         self.loop = asyncio.get_running_loop()
         self.zk = KazooClient(hosts=self.settings.zookeeper_hosts, timeout=self.session_timeout)
         self.zk.add_listener(self._on_state)
         await asyncio.to_thread(self.zk.start, 30)
-        consumer = AIOKafkaConsumer(self.settings.topic(REJECTION_LIMITS), self.settings.topic(JOB_OFFERS),
-                                    bootstrap_servers=self.settings.kafka_bootstrap, group_id=None,
-                                    isolation_level="read_committed", auto_offset_reset="earliest")
-        producer = AIOKafkaProducer(bootstrap_servers=self.settings.kafka_bootstrap, enable_idempotence=True)
+        consumer = kafka.consumer(self.settings.kafka_bootstrap, self.settings.topic(REJECTION_LIMITS),
+                                  self.settings.topic(JOB_OFFERS), auto_offset_reset="earliest")
+        producer = kafka.producer(self.settings.kafka_bootstrap)
         await consumer.start()
         await producer.start()
         try:

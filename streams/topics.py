@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
+from streams import kafka
 from streams.core.folds import FOLDS
 from streams.core.outputs import dlq_topic
 from streams.errors import TribunalError
@@ -59,10 +60,10 @@ def worker_topics(settings: Settings) -> set[str]:
 
 
 async def _create(settings: Settings, specs: list[TopicSpec]) -> list[str]:
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+    from aiokafka.admin import NewTopic
     from aiokafka.errors import KafkaError
 
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.kafka_bootstrap, request_timeout_ms=15000)
+    admin = kafka.admin(settings.kafka_bootstrap, request_timeout_ms=15000)
     try:
         await admin.start()
         existing = set(await admin.list_topics())

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from streams import kafka
+
 
 @dataclass
 class Sideband:
@@ -15,12 +17,8 @@ class Sideband:
 
     async def clients(self) -> tuple[Any, Any]:
         if self._clients is None:
-            from aiokafka import AIOKafkaConsumer
-            from aiokafka.admin import AIOKafkaAdminClient
-
-            consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False,
-                                        isolation_level="read_committed")
-            admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap)
+            consumer = kafka.consumer(self.bootstrap)
+            admin = kafka.admin(self.bootstrap)
             await consumer.start()
             await admin.start()
             self._clients = (consumer, admin)

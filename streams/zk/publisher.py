@@ -13,6 +13,8 @@ from typing import Any
 
 import orjson
 
+from streams import kafka
+
 log = logging.getLogger(__name__)
 
 
@@ -24,12 +26,10 @@ class Publisher:
         self.sent = 0
 
     async def __aenter__(self) -> Publisher:
-        from aiokafka import AIOKafkaProducer
 
         self.loop = asyncio.get_running_loop()
         self.queue = asyncio.Queue()
-        self.producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, enable_idempotence=True, acks="all",
-                                         linger_ms=5)
+        self.producer = kafka.producer(self.bootstrap, acks="all", linger_ms=5)
         await self.producer.start()
         self.task = asyncio.create_task(self._send_all())
         return self

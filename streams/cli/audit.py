@@ -1,0 +1,240 @@
+"""The audit tools: `dlq redrive`, `export`, `replay` (from a file or Kafka, `--verify`), `explain`, `report`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from streams.cli.base import (
+    Bootstrap,
+    FromBound,
+    Prefix,
+    ToBound,
+    cli,
+    dlq_cli,
+    open_file,
+    settings_from,
+)
+from streams.collector import fewer_collections, freeze_start_up
+from streams.errors import TribunalError
+from streams.settings import Settings
+
+
+@dlq_cli.command("redrive")
+def dlq_redrive(topic: Annotated[str, typer.Option(help="Dead-letter topic, without the prefix, e.g. "
+                                                   "plugin_decider.dlq")],
+                reason: Annotated[str | None, typer.Option(help="Only dead letters with this reason_code")] = None,
+                start: FromBound = None, end: ToBound = None, bootstrap: Bootstrap = None,
+                topic_prefix: Prefix = None) -> None:
+    """Produce dead letters' original key and bytes again to their topic, each exactly once.
+
+    `--from`/`--to` pick dead letters by their offset on the dead-letter topic or their time. A
+    dead letter redriven before (by any earlier run) is skipped, so running this twice decides
+    nothing twice.
+    """
+
+    from streams.audit.kafka_log import Bound
+    from streams.audit.progress import LazyProgress
+    from streams.dlq import redrive
+
+    settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
+    with LazyProgress("redriving") as bar:
+        summary = asyncio.run(redrive(settings, settings.topic(topic), reason, Bound.parse(start), Bound.parse(end),
+                                      bar.advance))
+    typer.echo(f"{'reason':<20} {'redriven':>8} {'before':>8} {'filtered':>8}")
+    for code, redriven, already, filtered in summary.rows():
+        typer.echo(f"{code:<20} {redriven:>8} {already:>8} {filtered:>8}")
+    if summary.unreadable:
+        typer.echo(f"{summary.unreadable} record(s) on the topic are not dead letters; left alone")
+    typer.echo(f"redriven {sum(summary.redriven.values())}, redriven before {sum(summary.already.values())}, "
+               f"left by the filters {sum(summary.filtered.values())}")
+
+
+@cli.command("export")
+def export(topics: Annotated[str, typer.Option(help="Comma-separated topics, without the prefix")],
+           output_file: Annotated[Path, typer.Option("--output", "-o", help="Replay file, JSON lines ('-': stdout)")],
+           start: FromBound = None, end: ToBound = None, bootstrap: Bootstrap = None,
+           topic_prefix: Prefix = None) -> None:
+    """Write topics' committed records as a replay file, in the order the worker applied them.
+
+    Records no output names yet (the worker has not reached them) follow in log order: merged by
+    timestamp, never reordering a partition.
+    """
+    from streams.audit.kafka_log import Bound, KafkaLog, within
+    from streams.audit.progress import LazyProgress
+    from streams.replay import export_row
+
+    settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
+    names = [settings.topic(t.strip()) for t in topics.split(",") if t.strip()]
+    keep = within(Bound.parse(start), Bound.parse(end))
+    with LazyProgress("reading") as bar:
+        log = KafkaLog.read(settings, bar.advance, topics=names)
+    sink = sys.stdout.buffer if str(output_file) == "-" else open_file(output_file, "wb")
+    written = 0
+    try:
+        for r in log.ordered():
+            if keep(r):
+                sink.write(orjson_line(export_row(r.topic, r.partition, r.offset, r.timestamp, r.key, r.value)))
+                written += 1
+    finally:
+        if sink is not sys.stdout.buffer:
+            sink.close()
+    typer.echo(f"exported {written} records of {', '.join(names)}", err=True)
+
+
+def orjson_line(row: dict[str, Any]) -> bytes:
+    import orjson
+
+    return orjson.dumps(row) + b"\n"
+
+
+@cli.command("replay")
+def replay(input_file: Annotated[Path | None, typer.Option("--input", "-i", help="Exported log, JSON lines "
+                                                            "('-': stdin)")] = None,
+           output_file: Annotated[Path | None, typer.Option("--output", "-o", help="Decisions, JSON lines "
+                                                             "('-': stdout)")] = None,
+           from_kafka: Annotated[bool, typer.Option("--from-kafka", help="Read the input topics from the broker "
+                                                    "(in the order the worker applied them)")] = False,
+           verify: Annotated[bool, typer.Option("--verify", help="Compare every derived output with the recorded "
+                                                "output topics; exit 1 at the first divergence")] = False,
+           start: FromBound = None, end: ToBound = None, bootstrap: Bootstrap = None,
+           topic_prefix: Prefix = None,
+           jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Processes folding the records "
+                                             "(keys are independent; 0: one per core)")] = 0) -> None:
+    """Run the pure cores over an exported log, or over the topics themselves, and write or verify the outputs."""
+    from streams.replay import LineWriter, Replayer, replay_lines
+
+    if (input_file is None) == (not from_kafka):
+        raise TribunalError("give exactly one of --input FILE and --from-kafka")
+    if verify and not from_kafka:
+        raise TribunalError("--verify compares with the recorded topics: use it with --from-kafka")
+    if output_file is None and not verify:
+        raise TribunalError("give --output FILE (or --verify)")
+    settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
+    replayer = Replayer(topic_prefix=settings.topic_prefix)
+    processes = jobs or os.cpu_count() or 1
+    fewer_collections()
+    freeze_start_up()
+    started = time.perf_counter()
+    sink = None
+    if output_file is not None:
+        sink = sys.stdout.buffer if str(output_file) == "-" else open_file(output_file, "wb")
+    try:
+        if from_kafka:
+            _replay_kafka(settings, replayer, sink, verify, start, end, processes)
+        else:
+            assert input_file is not None and sink is not None
+            source = sys.stdin.buffer if str(input_file) == "-" else open_file(input_file, "rb")
+            try:
+                with LineWriter(sink) as writer:
+                    for line in replay_lines(source, replayer, processes):
+                        writer.write(line)
+            finally:
+                if source is not sys.stdin.buffer:
+                    source.close()
+    finally:
+        if sink is not None and sink is not sys.stdout.buffer:
+            sink.close()
+    elapsed = time.perf_counter() - started
+    counts = replayer.counts
+    typer.echo(f"replayed {counts.get('records', 0)} records ({counts.get('skipped', 0)} skipped) in {elapsed:.2f}s: "
+               + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()) if k not in ("records", "skipped")), err=True)
+
+
+def _replay_kafka(settings: Settings, replayer: Any, sink: Any, verify: bool, start: str | None,
+                  end: str | None, jobs: int) -> None:
+    from streams.audit.kafka_log import Bound, KafkaLog, replay_log, within
+    from streams.audit.progress import LazyProgress
+    from streams.replay import LineWriter, output_line
+
+    in_range = within(Bound.parse(start), Bound.parse(end))
+    writer = LineWriter(sink) if sink is not None else None
+    try:
+        with LazyProgress("reading the log") as bar:
+            log = KafkaLog.read(settings, bar.advance)
+            bar.phase("ordering", len(log.inputs))
+            ordered = log.ordered()
+            bar.phase("replaying", len(ordered))
+            result = replay_log(ordered, replayer, in_range, log.recorded if verify else None, bar.advance,
+                                (lambda out: writer.write(output_line(out))) if writer is not None else None, jobs)
+    finally:
+        if writer is not None:
+            writer.close()
+    if result.divergence is not None:
+        typer.echo(result.divergence.describe())
+        typer.echo(f"{result.agreed} output records agreed before it", err=True)
+        raise typer.Exit(1)
+    if verify:
+        typer.echo(f"verified: {result.agreed} output records of {result.compared_inputs} input records agree "
+                   f"with the recorded topics")
+
+
+@cli.command("explain")
+def explain_command(pool: Annotated[str | None, typer.Option(help="Pool id (with --seq)")] = None,
+                    group: Annotated[str | None, typer.Option(help="Scheduler group (with --seq)")] = None,
+                    seq: Annotated[int | None, typer.Option(help="The decision's seq (scaling-decisions for a "
+                                                            "pool, group-health for a group)")] = None,
+                    stream: Annotated[str | None, typer.Option(help="Output topic the seq counts on (default "
+                                                               "scaling-decisions / group-health)")] = None,
+                    cause: Annotated[str | None, typer.Option(
+                        help="Or the input itself: TOPIC:PARTITION:OFFSET")] = None,
+                    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable")] = False,
+                    bootstrap: Bootstrap = None, topic_prefix: Prefix = None) -> None:
+    """Why a decision was made: input, policy and ranges, state before, rounds and scores, state after, reason."""
+    from streams.audit.explain import cause_of_seq, explain, parse_cause, render
+    from streams.audit.kafka_log import KafkaLog
+    from streams.audit.progress import LazyProgress
+
+    settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
+    if cause is None and (seq is None or (pool is None) == (group is None)):
+        raise TribunalError("give --cause TOPIC:PARTITION:OFFSET, or --seq N with one of --pool and --group")
+    with LazyProgress("reading the log") as bar:
+        log = KafkaLog.read(settings, bar.advance)
+    if cause is not None:
+        target = parse_cause(cause)
+        if not target[0].startswith(settings.topic_prefix):  # given without the deployment's prefix
+            target = (settings.topic(target[0]), target[1], target[2])
+    else:
+        assert seq is not None
+        key = pool if pool is not None else group
+        assert key is not None
+        target = cause_of_seq(log, settings, stream or ("scaling-decisions" if pool else "group-health"), key, seq)
+    found = explain(log, settings, target)
+    typer.echo(json.dumps(found, indent=2) if as_json else render(found))
+
+
+@cli.command("report")
+def report(output_file: Annotated[Path, typer.Option("--output", "-o", help="The HTML file to write")],
+           pool: Annotated[str | None, typer.Option(help="Pool id")] = None,
+           group: Annotated[str | None, typer.Option(help="Scheduler group")] = None,
+           start: FromBound = None, end: ToBound = None, bootstrap: Bootstrap = None,
+           topic_prefix: Prefix = None) -> None:
+    """A self-contained HTML audit page: plots over time and every decision with its explanation."""
+    from streams.audit.explain import explanations, wanted_for
+    from streams.audit.kafka_log import Bound, KafkaLog, within
+    from streams.audit.progress import LazyProgress
+    from streams.audit.report import render_page
+
+    if (pool is None) == (group is None):
+        raise TribunalError("name exactly one of --pool and --group")
+    settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
+    kind, key = ("pool", pool) if pool is not None else ("group", group)
+    assert key is not None
+    of_key = wanted_for(settings, "pools" if pool is not None else "groups", key)
+    in_range = within(Bound.parse(start), Bound.parse(end))
+    with LazyProgress("reading the log") as bar:
+        log = KafkaLog.read(settings, bar.advance)
+    found = list(explanations(log, settings, lambda r: of_key(r) and in_range(r)))
+    span = f"from {start or 'the beginning'} to {end or 'the end'}"
+    try:
+        output_file.write_text(render_page(kind, key, found, span))
+    except OSError as e:
+        raise TribunalError(f"cannot write {output_file}: {e.strerror}") from None
+    typer.echo(f"wrote {output_file}: {kind} {key}, {len(found)} input records")

@@ -1,0 +1,81 @@
+"""`tribunal infra`: the local Kafka and ZooKeeper servers, from Maven jars, on 127.0.0.1."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from streams.cli.base import (
+    infra_cli,
+)
+
+# -- infra ------------------------------------------------------------------------------------
+Brokers = Annotated[int, typer.Option("--brokers", min=1, max=9, help="Brokers in the KRaft cluster")]
+Home = Annotated[Path | None, typer.Option("--home", help="Data, logs and pid files (default .tribunal/)")]
+KafkaPort = Annotated[int | None, typer.Option("--kafka-port", help="First broker's port")]
+ControllerPort = Annotated[int | None, typer.Option("--controller-port", help="First controller's port")]
+ZkPort = Annotated[int | None, typer.Option("--zk-port", help="ZooKeeper's client port")]
+
+
+def _cluster(brokers: int, home: Path | None, kafka_port: int | None, controller_port: int | None,
+             zk_port: int | None) -> Any:
+    import dataclasses
+
+    from streams.infra import Cluster, Topology
+
+    topology = Topology.default(brokers, home.resolve() if home else None)
+    changes = {k: v for k, v in {"kafka_port": kafka_port, "controller_port": controller_port,
+                                  "zk_port": zk_port}.items() if v is not None}
+    return Cluster(dataclasses.replace(topology, **changes))
+
+
+@infra_cli.command("install")
+def infra_install() -> None:
+    """Resolve the Kafka and ZooKeeper jars from Maven Central into infra/lib (once)."""
+    from streams.infra.install import install_jars, resolved_versions
+
+    fetched = install_jars()
+    versions = ", ".join(f"{k} {v}" for k, v in resolved_versions().items())
+    typer.echo(("installed: " if fetched else "up to date: ") + versions)
+
+
+@infra_cli.command("up")
+def infra_up(brokers: Brokers = 1, home: Home = None, kafka_port: KafkaPort = None,
+             controller_port: ControllerPort = None, zk_port: ZkPort = None) -> None:
+    """Start ZooKeeper and the broker(s); harmless when they already run."""
+    cluster = _cluster(brokers, home, kafka_port, controller_port, zk_port)
+    timings = cluster.up()
+    for name, seconds in timings.items():
+        typer.echo(f"{name:<10} " + (f"started in {seconds:.1f}s" if seconds else "already running"))
+    typer.echo(f"kafka:     {cluster.topology.bootstrap}")
+    typer.echo(f"zookeeper: {cluster.topology.zookeeper_hosts}")
+    typer.echo(f"logs:      {cluster.log_dir}")
+
+
+@infra_cli.command("down")
+def infra_down(brokers: Brokers = 1, home: Home = None, kafka_port: KafkaPort = None,
+               controller_port: ControllerPort = None, zk_port: ZkPort = None,
+               purge: Annotated[bool, typer.Option(help="Also delete data and logs")] = False) -> None:
+    """Stop the brokers, then ZooKeeper, and wait until their ports are free."""
+    cluster = _cluster(brokers, home, kafka_port, controller_port, zk_port)
+    stopped = cluster.down()
+    typer.echo("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
+    if purge:
+        cluster.purge()
+        typer.echo(f"purged:  {cluster.topology.home}")
+
+
+@infra_cli.command("status")
+def infra_status(brokers: Brokers = 1, home: Home = None, kafka_port: KafkaPort = None,
+                 controller_port: ControllerPort = None, zk_port: ZkPort = None) -> None:
+    """Show each server's pid, port and resident memory; exit 1 unless all are up."""
+    cluster = _cluster(brokers, home, kafka_port, controller_port, zk_port)
+    rows = cluster.status()
+    for s in rows:
+        rss = f"{s.rss_kb / 1024:.0f} MiB" if s.rss_kb else "-"
+        state = "up" if s.alive and s.listening else ("starting" if s.alive else "down")
+        typer.echo(f"{s.name:<10} {state:<9} pid={s.pid or '-':<8} port={s.port:<6} rss={rss}")
+    if not all(s.alive and s.listening for s in rows):
+        raise typer.Exit(1)

@@ -1,0 +1,145 @@
+"""Producing and reading records: `metric`, `tail`, `policy validate|apply`, and `state` from the worker."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from streams.cli.base import (
+    Bootstrap,
+    Prefix,
+    cli,
+    policy_cli,
+    settings_from,
+)
+from streams.errors import TribunalError
+
+
+# -- producing and following ------------------------------------------------------------------
+@cli.command("metric")
+def metric(app: Annotated[str, typer.Argument(help="App name, e.g. ats")],
+           value: Annotated[float, typer.Argument(help="Load score in [0, 100]")],
+           pool: Annotated[str, typer.Option(help="Pool id (the record key)")] = "default",
+           channel: Annotated[str, typer.Option(help="plugin_decider or plugin_justice")] = "plugin_decider",
+           bootstrap: Bootstrap = None, topic_prefix: Prefix = None) -> None:
+    """Publish one `app-metrical` command in the seed's envelope."""
+    from streams.io import envelope, produce
+
+    settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
+    topic = settings.topic(channel)
+    meta = produce(settings, topic, pool.encode(), envelope(app, value, channel))
+    typer.echo(f"sent to {topic}[{meta[0]}]@{meta[1]}: {app}={value:g} (pool {pool})")
+
+
+@cli.command("tail")
+def tail(topic: Annotated[str, typer.Argument(help="Topic name, without the prefix")],
+         as_json: Annotated[bool, typer.Option("--json", help="JSON lines (the replay file format)")] = False,
+         from_beginning: Annotated[bool, typer.Option("--from-beginning")] = False,
+         max_records: Annotated[int | None, typer.Option("--max", help="Stop after this many")] = None,
+         idle_timeout: Annotated[float | None, typer.Option(help="Stop after this many quiet seconds")] = None,
+         bootstrap: Bootstrap = None, topic_prefix: Prefix = None) -> None:
+    """Follow a topic (read_committed) and print its records as a table or JSON lines."""
+    from streams.io import follow
+
+    settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
+    name = settings.topic(topic)
+    if not as_json:
+        typer.echo(f"{'partition':>9} {'offset':>8}  {'time':<19}  {'key':<12} value")
+    for row in follow(settings, name, from_beginning, max_records, idle_timeout):
+        if as_json:
+            typer.echo(json.dumps(row, sort_keys=True, separators=(",", ":")))
+        else:
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(row["timestamp"] / 1000))
+            value = row["value"] if isinstance(row["value"], str) else json.dumps(row["value"], sort_keys=True)
+            typer.echo(f"{row['partition']:>9} {row['offset']:>8}  {stamp:<19}  {row['key'] or '-':<12} {value}")
+        sys.stdout.flush()
+
+
+# -- policies and replay ----------------------------------------------------------------------
+@policy_cli.command("validate")
+def policy_validate(file: Annotated[Path, typer.Argument(help="Policy file: a record, or a seed document")],
+                    version: Annotated[str | None, typer.Option(help="Version for a bare seed document")] = None,
+                    capacity: Annotated[int | None, typer.Option(help="Pool capacity to check")] = None) -> None:
+    """Print every error at once, or a one-line summary of a valid policy."""
+    from streams.policy_files import summary
+
+    typer.echo(summary(_load_policy(file, version, capacity)))
+
+
+def _load_policy(file: Path, version: str | None, capacity: int | None) -> Any:
+    """The validated policy in `file`, or every problem on stderr and exit status 1."""
+    from streams.policy_files import PolicyInvalid, load
+
+    try:
+        return load(file, version, capacity)
+    except PolicyInvalid as e:
+        for problem in e.problems:
+            typer.echo(f"{file}: {problem}", err=True)
+        raise typer.Exit(1) from None
+
+
+@policy_cli.command("apply")
+def policy_apply(file: Annotated[Path, typer.Argument(help="Policy file: a record, or a seed document")],
+                 pool: Annotated[str, typer.Option(help="Pool id (the record key)")],
+                 version: Annotated[str | None, typer.Option(help="Version for a bare seed document")] = None,
+                 capacity: Annotated[int | None, typer.Option(help="Pool capacity")] = None,
+                 bootstrap: Bootstrap = None, topic_prefix: Prefix = None) -> None:
+    """Validate a policy, then publish it to `policies` for one pool (it applies to later records)."""
+    from streams.io import produce
+
+    policy = _load_policy(file, version, capacity)
+    settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
+    topic = settings.topic("policies")
+    partition, offset = produce(settings, topic, pool.encode(), policy.model_dump_json().encode())
+    typer.echo(f"applied {policy.kind} policy {policy.version} to pool {pool}: {topic}[{partition}]@{offset}")
+
+
+@cli.command("state")
+def state(pool: Annotated[str | None, typer.Option(help="Pool id")] = None,
+          group: Annotated[str | None, typer.Option(help="Scheduler group id")] = None,
+          fold: Annotated[str | None, typer.Option(help="Or any fold of the catalogue by name (with --key)")] = None,
+          key: Annotated[str | None, typer.Option(help="The key, with --fold")] = None,
+          as_json: Annotated[bool, typer.Option("--json", help="Print the raw JSON")] = False,
+          web: Annotated[str | None, typer.Option(help="Worker web endpoint host:port "
+                                                  "(default $TRIBUNAL_WEB_HOST:$TRIBUNAL_WEB_PORT)")] = None) -> None:
+    """Show a pool (instances, metricals, free capacity, policy), a scheduler group, or a key of any fold."""
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    named = [(s, k) for s, k in (("pools", pool), ("groups", group), (fold, key)) if s is not None and k is not None]
+    if len(named) != 1 or (fold is None) != (key is None):
+        raise TribunalError("name exactly one of --pool, --group, or --fold with --key")
+    [(scope, key)] = named
+    settings = settings_from()
+    where = web or f"{settings.web_host}:{settings.web_port}"
+    url = f"http://{where}/{scope}/{urllib.parse.quote(key, safe='')}/"
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            body = json.loads(response.read())
+    except urllib.error.HTTPError as e:
+        raise TribunalError(f"{scope} {key!r}: the worker at {where} answered {e.code}") from None
+    except (urllib.error.URLError, OSError) as e:
+        raise TribunalError(f"no worker answers at {where}: {getattr(e, 'reason', e)}") from None
+    if as_json or pool is None:
+        typer.echo(json.dumps(body, indent=2, sort_keys=True))
+        return
+    typer.echo(f"pool {pool}")
+    if "decider" in body:
+        d = body["decider"]
+        typer.echo(f"  decider policy {d['policy_version']}: capacity {d['capacity']}, free {d['free']}")
+        typer.echo(f"  {'app':<16} {'P':>2} {'min':>4} {'max':>4} {'instances':>9} {'metrical':>8}")
+        for a in d["apps"]:
+            top = a["max"] if a["max"] is not None else "-"
+            typer.echo(f"  {a['app']:<16} {a['priority']:>2} {a['min']:>4} {top:>4} "
+                       f"{a['instances']:>9} {a['metrical']:>8g}{'  idle' if a['idle'] else ''}")
+    if "justice" in body:
+        j = body["justice"]
+        targets = ", ".join(f"{k} {v}" for k, v in j["targets"].items()) or "none yet"
+        typer.echo(f"  justice policy {j['policy_version']}: driver {j['driver']}; targets {targets}")
+    typer.echo("  last offsets: " + ", ".join(f"{k}@{v}" for k, v in sorted(body["offsets"].items())))
