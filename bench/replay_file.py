@@ -48,7 +48,7 @@ def generate(path: Path, records: int, pools: int = 20, apps: int = 10, seed: in
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--records", type=int, default=1_000_000)
-    parser.add_argument("--log", type=Path, default=Path("bench/results/replay-log.jsonl"))
+    parser.add_argument("--log", type=Path, default=Path(__file__).resolve().parent / "results" / "replay-log.jsonl")
     args = parser.parse_args()
     args.log.parent.mkdir(parents=True, exist_ok=True)
     if not args.log.exists() or sum(1 for _ in args.log.open()) != args.records:

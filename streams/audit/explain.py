@@ -115,7 +115,7 @@ def render(found: dict[str, Any]) -> str:
                              + "".join(f" {k}" for k in ("refuse", "alarm", "offline", "drained") if figures[k]))
         if g["orphans"]:
             lines.append(f"orphans {', '.join(g['orphans'])}; offers {g['offers']}")
-    if not found.keys() & {"decision", "justice", "group"}:  # a fold without an `explain` of its own
+    if found["fold"] not in ("pools", "groups") and "rejected" not in found:  # a fold rendered generically
         lines += [f"before  {json.dumps(found['before'], sort_keys=True)}",
                   f"after   {json.dumps(found['after'], sort_keys=True)}"]
         lines += [f"output  {json.dumps(o, sort_keys=True)}" for o in found["outputs"] if o["type"] != "DeadLetter"]

@@ -7,6 +7,7 @@ status 1; settings come from flags, then `TRIBUNAL_*` / `KAFKA_BOOTSTRAP` enviro
 from __future__ import annotations
 
 import typer
+from pydantic import ValidationError
 
 from streams.cli.base import cli
 from streams.errors import ConfigError, TribunalError
@@ -33,8 +34,11 @@ def register_folds(entries: str) -> None:
             raise ConfigError(f"TRIBUNAL_FOLDS entry {entry!r}: {e}") from None
         if not isinstance(fold, folds.Fold):
             raise ConfigError(f"TRIBUNAL_FOLDS entry {entry!r} is a {type(fold).__name__}, not a Fold")
-        if fold.name not in folds.BY_NAME:
-            folds.register(fold)
+        if folds.BY_NAME.get(fold.name) is not fold:
+            try:
+                folds.register(fold)
+            except ValueError as e:  # a name or input topic another fold has
+                raise ConfigError(f"TRIBUNAL_FOLDS entry {entry!r}: {e}") from None
 
 
 def main() -> None:
@@ -43,6 +47,9 @@ def main() -> None:
         cli()
     except TribunalError as e:
         typer.echo(f"tribunal: {e}", err=True)
+        raise SystemExit(1) from None
+    except ValidationError as e:  # a TRIBUNAL_* variable of the wrong type: one line, not a traceback
+        typer.echo(f"tribunal: invalid settings: {e.errors()[0]['loc']}: {e.errors()[0]['msg']}", err=True)
         raise SystemExit(1) from None
     except KeyboardInterrupt:
         raise SystemExit(130) from None

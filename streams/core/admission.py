@@ -3,7 +3,9 @@
 Written once for all folds: a fold's state is a named tuple carrying `offsets` (the last input
 offset applied per topic partition), `applied` (how many inputs so far: the next one's
 `cause.position`) and per-stream `seqs` behind `next_seq`. Frozen state is copied one way
-everywhere: the named tuple's `_replace`.
+everywhere, the named tuple's `_replace`; only the pool fold's per-record path builds its two
+states whole with their constructors (a `_replace` costs about four times as much: with it there,
+`bench/core_fold.py` lost a fifth of its rate).
 """
 
 from __future__ import annotations

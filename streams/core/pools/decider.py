@@ -257,7 +257,7 @@ def on_metric(state: DeciderState, app_key: str, metrical: float) -> tuple[Decid
     number = rule.number(metrical)
     idle = _mark(state.idle, app_key, number < 0)
     if number == 0:
-        return state._replace(metricals=metricals, idle=idle), _verdict(
+        return DeciderState(state.policy, state.capacity, state.instances, metricals, idle), _verdict(
             "steady", "steady", f"{rule.name} at {metrical:g} maps to Number 0: nothing moves")
     if number < 0:
         return _idle(state, rule, metrical, metricals, idle, number)
@@ -268,16 +268,16 @@ def _idle(state: DeciderState, rule: AppRule, metrical: float, metricals: dict[s
           idle: frozenset[str], number: int) -> tuple[DeciderState, Verdict]:
     offer = offered(rule, state.instances[rule.key], number)
     if offer == 0:
-        return state._replace(metricals=metricals, idle=idle), _verdict(
+        return DeciderState(state.policy, state.capacity, state.instances, metricals, idle), _verdict(
             "idle", "idle_at_min", f"{rule.name} at {metrical:g} is idle but already at MinNum {rule.min_num}")
     if rule.eager:
         instances = {**state.instances, rule.key: state.instances[rule.key] - offer}
         metricals[rule.key] = NEUTRAL
         idle = _mark(idle, rule.key, rule.number(NEUTRAL) < 0)
-        return state._replace(instances=instances, metricals=metricals, idle=idle), _verdict(
+        return DeciderState(state.policy, state.capacity, instances, metricals, idle), _verdict(
             "idle", "idle_released", f"{rule.name} at {metrical:g} released {offer} to the free pool (eager)",
             [_move(rule.name, FREE, offer, "release")])
-    return state._replace(metricals=metricals, idle=idle), _verdict(
+    return DeciderState(state.policy, state.capacity, state.instances, metricals, idle), _verdict(
         "idle", "idle_offered", f"{rule.name} at {metrical:g} offers {offer} (lazy: kept until someone needs them)")
 
 
@@ -309,7 +309,7 @@ def _grow(state: DeciderState, rule: AppRule, metrical: float, metricals: dict[s
     """SPEC §2's three rounds, each only while something is still needed: free, idle donors, preemption."""
     wanted = number if rule.max_num is None else max(0, min(number, rule.max_num - state.instances[rule.key]))
     if wanted == 0:
-        return state._replace(metricals=metricals, idle=idle), _verdict(
+        return DeciderState(state.policy, state.capacity, state.instances, metricals, idle), _verdict(
             "rejected", "at_max_num", f"{rule.name} wants +{number} but is at MaxNum {rule.max_num}")
     grant = _Grant(rule, wanted, dict(state.instances), metricals, idle)
     _from_free(state, grant)
@@ -323,7 +323,7 @@ def _grow(state: DeciderState, rule: AppRule, metrical: float, metricals: dict[s
     capped = f" (capped by MaxNum {rule.max_num})" if wanted < number else ""
     reason = (f"{rule.name} at {metrical:g} wants +{wanted}{capped}: " + "; ".join(grant.notes)
               + f"; granted {granted}")
-    return state._replace(instances=grant.instances, metricals=grant.metricals, idle=grant.idle), _verdict(
+    return DeciderState(state.policy, state.capacity, grant.instances, grant.metricals, grant.idle), _verdict(
         outcome, code, reason, grant.moves, requested=wanted, granted=granted, scores=grant.scores)
 
 

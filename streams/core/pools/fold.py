@@ -55,7 +55,7 @@ class PoolState(NamedTuple):
                  with_justice: JusticeState | None) -> tuple[PoolState, int]:
         """This state with the decider and justice given, and the next seq of `stream` taken: one copy per record."""
         seq = self.seqs.get(stream, 0) + 1
-        return self._replace(decider=with_decider, justice=with_justice, seqs={**self.seqs, stream: seq}), seq
+        return PoolState(with_decider, with_justice, {**self.seqs, stream: seq}, self.offsets, self.applied), seq
 
 
 def key_of(record: SourceRecord, topic: str) -> str:
