@@ -30,5 +30,5 @@ bench: setup
 	.venv/bin/python bench/infra_startup.py
 	.venv/bin/python bench/core_fold.py
 	.venv/bin/python bench/replay_file.py
-	.venv/bin/python bench/limits_fold.py
+	.venv/bin/python bench/groups_fold.py
 	.venv/bin/python bench/replay_kafka.py

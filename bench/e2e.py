@@ -54,8 +54,8 @@ SPEC = [{"Metrical": [0, 20], "Number": -10}, {"Metrical": [20, 40], "Number": -
         {"Metrical": [40, 60], "Number": 0}, {"Metrical": [60, 80], "Number": 5},
         {"Metrical": [80, 100], "Number": 10}]
 POLICY = {"kind": "decider", "version": "bench", "capacity": 24, "initial": {"ats": 5, "hadoop": 5, "redis": 4},
-          "apps": [{"App": a, "Priority": p, "MinNum": 1, "Spec": SPEC} for a, p in (("ats", 1), ("hadoop", 2),
-                                                                                   ("redis", 3))]}
+          "apps": [{"App": a, "Priority": p, "MinNum": 1, "Spec": SPEC}
+                   for a, p in (("ats", 1), ("hadoop", 2), ("redis", 3))]}
 
 
 def metrics(n: int, seed: int) -> list[tuple[bytes, bytes]]:

@@ -8,7 +8,7 @@ import gc
 def fewer_collections() -> None:
     """The folds allocate many short-lived objects and keep a few large persistent maps: at CPython's
     default young-generation threshold (700) the collector runs so often it took 60% of a group's fold
-    (bench/limits_fold.py) and a tenth of a replay (bench/replay_file.py)."""
+    (bench/groups_fold.py) and a tenth of a replay (bench/replay_file.py)."""
     gc.set_threshold(10_000, 10, 10)
 
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from schemas.policy import range_problems
 from streams.policy_files import PolicyInvalid, load, validate
-from tests.core.builders import app, seed_policy
+from tests.core.pools.builders import app, seed_policy
 from tests.helpers import tribunal
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"

@@ -13,7 +13,7 @@ import pytest
 from streams.core.source import SourceRecord
 from streams.io import envelope
 from streams.replay import Replayer, derive_all, output_line
-from tests.core.builders import seed_policy
+from tests.core.pools.builders import seed_policy
 from tests.helpers import tribunal
 
 

@@ -8,7 +8,6 @@ pass, for the audit report.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -87,69 +86,13 @@ def explain_one(record: SourceRecord, fold: Fold[Any], key: str, before: Any, af
 
 
 def render(found: dict[str, Any]) -> str:
-    """The explanation as an operator reads it."""
+    """The explanation as an operator reads it: the input, a dead letter's reason, and the fold's own lines."""
     i = found["input"]
     lines = [f"input   {i['topic']}[{i['partition']}]@{i['offset']} (timestamp {i['timestamp']}, key {i['key']})",
              f"        {i['value']}"]
     if "rejected" in found:
         lines.append(f"result  dead letter: {found['rejected']['reason_code']}: {found['rejected']['reason']}")
-    d = found.get("decision")
-    if d is not None:
-        lines += _render_decision(d, found["before"], found["after"])
-    if "justice" in found:
-        j = found["justice"]
-        lines += [f"justice policy {j['policy_version']}, driver {j['driver']} at {j['metrical']}: {j['outcome']}",
-                  f"        targets {j['targets']}, deltas {j['deltas']}", f"reason  {j['reason']}"]
-    if "group" in found:
-        g = found["group"]
-        lines += [f"event   {g['event']}: {g['note']}" + ("" if g["applied"] else " (changed nothing)"),
-                  f"before  K={found['before']['K']} S={found['before']['S']} sum N={found['before']['sum_N']}",
-                  f"after   K={g['K']} S={g['S']} sum N={g['sum_N']} capacity {'ok' if g['capacity_ok'] else 'SHORT'}"]
-        for c in g["corrections"]:
-            lines.append(f"  fix   {c['event']['type']} {c['event'].get('scheduler') or c['event'].get('job')}: "
-                         f"{c['why']}")
-        for sid, figures in found["after"]["schedulers"].items():
-            was = found["before"]["schedulers"].get(sid)
-            if was != figures:
-                lines.append(f"  {sid:<10} " + " ".join(f"{k}={figures[k]}" for k in ("n", "N", "X", "M"))
-                             + "".join(f" {k}" for k in ("refuse", "alarm", "offline", "drained") if figures[k]))
-        if g["orphans"]:
-            lines.append(f"orphans {', '.join(g['orphans'])}; offers {g['offers']}")
-    if found["fold"] not in ("pools", "groups") and "rejected" not in found:  # a fold rendered generically
-        lines += [f"before  {json.dumps(found['before'], sort_keys=True)}",
-                  f"after   {json.dumps(found['after'], sort_keys=True)}"]
-        lines += [f"output  {json.dumps(o, sort_keys=True)}" for o in found["outputs"] if o["type"] != "DeadLetter"]
-    return "\n".join(lines)
-
-
-def _render_decision(d: dict[str, Any], before: dict[str, Any], after: dict[str, Any]) -> list[str]:
-    t = d["trigger"]
-    what = f"{t['app']} reports {t['metrical']:g}" if t["kind"] == "metric" else t["kind"]
-    lines = [f"decision seq {d['seq']}, policy {d['policy_version']}: {what}"]
-    if "app" in d:
-        a = d["app"]
-        lines.append(f"app     {a['app']}: priority {a['priority']}, MinNum {a['min']}, MaxNum {a['max'] or '-'}")
-        for r in d.get("ranges", []):
-            mark = "  <- this one" if r["matched"] else ""
-            lo, hi = r["metrical"]
-            close = "]" if r is d["ranges"][-1] else ")"
-            lines.append(f"        metrical [{lo:g}, {hi:g}{close}: {r['number']:+d}{mark}")
-    apps = before.get("decider", {}).get("apps", [])
-    if apps:
-        lines.append(f"before  free {before['decider']['free']}; " + ", ".join(
-            f"{x['app']} {x['instances']} (metrical {x['metrical']:g}{', idle' if x['idle'] else ''})" for x in apps))
-    lines.append(f"asked   {d['requested']:+d}, granted {d['granted']:+d}: {d['outcome']}")
-    for name, moves in d["rounds"].items():
-        lines.append(f"round   {name}: " + ", ".join(f"{m['from']} -> {m['to']} x{m['count']}" for m in moves))
-    for donor, share in d["preemption_shares"].items():
-        score = d["scores"].get(donor)
-        lines.append(f"        {donor} gives {share['count']} ({share['share']:.0%} of the preemption)"
-                     + (f", score {score:g}" if score is not None else ""))
-    if after.get("decider"):
-        lines.append(f"after   free {after['decider']['free']}; " + ", ".join(
-            f"{x['app']} {x['instances']}" for x in after["decider"]["apps"]))
-    lines.append(f"reason  {d['reason_code']}: {d['reason']}")
-    return lines
+    return "\n".join(lines + BY_NAME[found["fold"]].render(found))
 
 
 def wanted_for(settings: Settings, fold_name: str, key: str) -> Callable[[SourceRecord], bool]:

@@ -136,7 +136,7 @@ def _table_pool(found: list[dict[str, Any]]) -> Iterable[str]:
         where = f"{f['input']['topic']}[{f['input']['partition']}]@{f['input']['offset']}"
         if d is None:
             what = f.get("rejected", {}).get("reason_code") or ("justice " + f["justice"]["outcome"]
-                                                                 if "justice" in f else "-")
+                                                                if "justice" in f else "-")
             yield (f"<tr><td></td><td>{when}</td><td><a href='#explain-{i}'>{html.escape(where)}</a></td>"
                    f"<td>{html.escape(what)}</td><td></td><td></td><td></td></tr>")
             continue

@@ -1,4 +1,4 @@
-"""The `tribunal` command line: infrastructure, topics, the worker, and producing/following records.
+"""The `tribunal` command line: one module per family (infra, worker, groups, records, audit).
 
 Every failure tribunal anticipates is a `TribunalError`, printed as one line on stderr with exit
 status 1; settings come from flags, then `TRIBUNAL_*` / `KAFKA_BOOTSTRAP` environment variables.

@@ -97,9 +97,9 @@ def orjson_line(row: dict[str, Any]) -> bytes:
 
 @cli.command("replay")
 def replay(input_file: Annotated[Path | None, typer.Option("--input", "-i", help="Exported log, JSON lines "
-                                                            "('-': stdin)")] = None,
+                                                           "('-': stdin)")] = None,
            output_file: Annotated[Path | None, typer.Option("--output", "-o", help="Decisions, JSON lines "
-                                                             "('-': stdout)")] = None,
+                                                            "('-': stdout)")] = None,
            from_kafka: Annotated[bool, typer.Option("--from-kafka", help="Read the input topics from the broker "
                                                     "(in the order the worker applied them)")] = False,
            verify: Annotated[bool, typer.Option("--verify", help="Compare every derived output with the recorded "

@@ -32,7 +32,7 @@ dlq_cli = typer.Typer(no_args_is_help=True, help="Dead letters: produce them aga
 cli.add_typer(dlq_cli, name="dlq")
 
 FromBound = Annotated[str | None, typer.Option("--from", help="First record: an offset (every partition) or a "
-                                                 "time, e.g. 2026-11-22T14:02:00Z")]
+                                               "time, e.g. 2026-11-22T14:02:00Z")]
 ToBound = Annotated[str | None, typer.Option("--to", help="Stop before this offset or time")]
 
 

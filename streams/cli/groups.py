@@ -28,7 +28,6 @@ SessionTimeout = Annotated[float, typer.Option("--session-timeout", help="ZooKee
 
 def _serve(make: Any) -> None:
     """Run an asyncio service until SIGTERM or Ctrl-C."""
-    import asyncio
     import logging
     import signal
 
@@ -53,8 +52,6 @@ def zk_bridge(bootstrap: Bootstrap = None, zookeeper: ZkHosts = None, topic_pref
                   min=0.0, max=1.0, help="Share of watch events to drop, for tests (never snapshots)")] = 0.0,
               session_timeout: SessionTimeout = 6.0) -> None:
     """Publish what ZooKeeper's watches report as scheduler and job events, plus periodic snapshots."""
-    import asyncio
-
     from streams.topics import create_topics
     from streams.zk.bridge import Bridge
     from streams.zk.layout import Layout
@@ -84,7 +81,6 @@ def scheduler(group: Annotated[str, typer.Option(help="Scheduler group")],
               drain_interval: Annotated[float, typer.Option(help="Seconds a job takes to finish its run "
                                                             "once its scheduler is offline")] = 0.5) -> None:
     """Run a demonstration scheduler: it takes the jobs offered to it and logs what it runs."""
-
     from streams.scheduler import SchedulerClient
     from streams.zk.layout import Layout
 

@@ -27,7 +27,7 @@ def _cluster(brokers: int, home: Path | None, kafka_port: int | None, controller
 
     topology = Topology.default(brokers, home.resolve() if home else None)
     changes = {k: v for k, v in {"kafka_port": kafka_port, "controller_port": controller_port,
-                                  "zk_port": zk_port}.items() if v is not None}
+                                 "zk_port": zk_port}.items() if v is not None}
     return Cluster(dataclasses.replace(topology, **changes))
 
 

@@ -60,7 +60,7 @@ def tail(topic: Annotated[str, typer.Argument(help="Topic name, without the pref
         sys.stdout.flush()
 
 
-# -- policies and replay ----------------------------------------------------------------------
+# -- policies and state -----------------------------------------------------------------------
 @policy_cli.command("validate")
 def policy_validate(file: Annotated[Path, typer.Argument(help="Policy file: a record, or a seed document")],
                     version: Annotated[str | None, typer.Option(help="Version for a bare seed document")] = None,

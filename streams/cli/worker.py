@@ -48,7 +48,7 @@ def worker(bootstrap: Bootstrap = None, topic_prefix: Prefix = None,
            log_level: Annotated[str | None, typer.Option()] = None) -> None:
     """Run the Faust worker in the foreground (creates missing topics first)."""
     settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix, app_id=app_id,
-                         web_port=web_port, data_dir=data_dir, partitions=partitions, log_level=log_level)
+                             web_port=web_port, data_dir=data_dir, partitions=partitions, log_level=log_level)
     from streams.worker.run import run as run_worker
 
     run_worker(settings)

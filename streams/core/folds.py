@@ -10,7 +10,8 @@ writing it and its entry in `FOLDS` (or, for a fold outside this package, `regis
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -32,6 +33,15 @@ def always(before: Any, after: Any) -> bool:
 
 def nothing_to_add(before: Any, outputs: list[dict[str, Any]]) -> dict[str, Any]:
     return {}
+
+
+def as_json(found: Mapping[str, Any]) -> list[str]:
+    """`explain`'s text for a fold without its own: the key's state before and after, and the outputs."""
+    if "rejected" in found:
+        return []
+    return [f"before  {json.dumps(found['before'], sort_keys=True)}",
+            f"after   {json.dumps(found['after'], sort_keys=True)}",
+            *(f"output  {json.dumps(o, sort_keys=True)}" for o in found["outputs"])]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +68,7 @@ class Fold(Generic[S]):
     describe: Callable[[str, S], dict[str, Any]]  # a key's state as an operator reads it
     explain: Callable[[S, list[dict[str, Any]]], dict[str, Any]] = nothing_to_add  # from the state before and
     # the record's decoded outputs: what `explain` adds to the generic input, before, after and outputs
+    render: Callable[[Mapping[str, Any]], list[str]] = as_json  # `explain`'s text lines for what it found
 
     def reject(self, state: S, record: SourceRecord, rejection: Rejected, key: str) -> tuple[S, list[Emit]]:
         """The dead letter for `record`, as the shell writes it for a record it could not fold."""
@@ -72,13 +83,13 @@ class Fold(Generic[S]):
 POOLS: Fold[pools.PoolState] = Fold(
     "pools", pools.INPUTS, pools.OUTPUTS, frozenset({pools.POLICIES}), pools.PoolState, pools.apply, pools.key_of,
     tables=(Table("pool-state", pool_codec.dump_state), Table("pool-policies", pool_codec.dump_policies,
-                                                               pool_codec.policies_changed)),
-    load=pool_codec.load, describe=pool_view.describe, explain=pool_view.explain)
+                                                              pool_codec.policies_changed)),
+    load=pool_codec.load, describe=pool_view.describe, explain=pool_view.explain, render=pool_view.render)
 GROUPS: Fold[groups.GroupState] = Fold(
     "groups", groups.INPUTS, groups.OUTPUTS, frozenset({groups.REJECTION_LIMITS}), groups.GroupState, groups.apply,
     groups.key_of, tables=(Table("group-state", group_codec.dump),), load=group_codec.load,
-    describe=group_view.describe, explain=group_view.explain)
-FOLDS: list[Fold[Any]] = [POOLS, GROUPS]
+    describe=group_view.describe, explain=group_view.explain, render=group_view.render)
+FOLDS: list[Fold[Any]] = []
 BY_INPUT: dict[str, Fold[Any]] = {}
 BY_NAME: dict[str, Fold[Any]] = {}
 
@@ -88,14 +99,13 @@ def register(fold: Fold[Any]) -> None:
     clash = BY_NAME.keys() & {fold.name} or BY_INPUT.keys() & set(fold.inputs)
     if clash:
         raise ValueError(f"fold {fold.name!r}: {sorted(clash)} already in the catalogue")
-    if fold not in FOLDS:
-        FOLDS.append(fold)
+    FOLDS.append(fold)
     BY_NAME[fold.name] = fold
     BY_INPUT.update(dict.fromkeys(fold.inputs, fold))
 
 
-for _fold in tuple(FOLDS):
-    register(_fold)
+register(POOLS)
+register(GROUPS)
 
 
 def route(topic: str, prefix: str = "") -> tuple[str, Fold[Any]] | None:

@@ -1,8 +1,4 @@
-"""One Faust agent per fold: admit a record, route it to its key's partition, fold it, hand its effects over.
-
-The agent folds in memory and hands each record's effects to the checkpoint, which writes and
-commits them in batches (`streams.worker.checkpoint`).
-"""
+"""One Faust agent per fold: admit a record, route it to its key's partition, fold it, hand its effects over."""
 
 from __future__ import annotations
 

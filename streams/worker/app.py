@@ -147,5 +147,3 @@ def add_state_page(app: faust.App, keeper: Keeper[Any]) -> None:
         if not keeper.exists(key):
             return web.json({"key": key, "error": f"no such key in {fold.name}"}, status=404)
         return web.json(fold.describe(key, keeper.load(key)))
-
-

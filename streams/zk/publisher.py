@@ -26,7 +26,6 @@ class Publisher:
         self.sent = 0
 
     async def __aenter__(self) -> Publisher:
-
         self.loop = asyncio.get_running_loop()
         self.queue = asyncio.Queue()
         self.producer = kafka.producer(self.bootstrap, acks="all", linger_ms=5)

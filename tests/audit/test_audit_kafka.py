@@ -12,8 +12,8 @@ from streams.io import envelope
 from streams.scheduler import over_threshold
 from streams.topics import SCHEDULER_ALERTS
 from tests.audit.browser import assert_shows_plots
-from tests.core.builders import seed_policy
-from tests.core.test_justice import justice_policy
+from tests.core.pools.builders import seed_policy
+from tests.core.pools.test_justice import justice_policy
 from tests.helpers import Worker, produce_all, read_committed, tribunal
 
 pytestmark = pytest.mark.integration

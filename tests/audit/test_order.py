@@ -19,8 +19,8 @@ from streams.core.source import SourceRecord
 from streams.errors import ConfigError
 from streams.io import envelope
 from streams.replay import Replayer
-from tests.core.builders import seed_policy
-from tests.core.test_justice import justice_policy
+from tests.core.pools.builders import seed_policy
+from tests.core.pools.test_justice import justice_policy
 
 TOPICS = [*pools.INPUTS]
 
@@ -44,7 +44,7 @@ def inputs_for(rng: random.Random, count: int, spread: bool = False) -> list[Sou
                                                             "capacity": rng.randrange(8, 14)}).encode()
         elif kind < 0.8:
             topic, value = pools.PLUGIN_DECIDER, envelope(rng.choice(["ats", "hadoop", "nope"]), rng.randrange(101),
-                                                         pools.PLUGIN_DECIDER)
+                                                          pools.PLUGIN_DECIDER)
         else:
             topic, value = pools.PLUGIN_JUSTICE, envelope("ats", rng.randrange(101), pools.PLUGIN_JUSTICE)
         offset = offsets.get((topic, partition), 0)
@@ -116,7 +116,7 @@ def test_applied_order_reproduces_a_worker_that_forwarded_records_to_their_keys_
 @settings(max_examples=60, deadline=None)
 @given(st.integers(0, 2**32), st.integers(1, 120), st.booleans())
 def test_without_chains_the_order_is_the_merge_a_chain_that_blocks_nothing_gives(seed: int, count: int,
-                                                                                  spread: bool) -> None:
+                                                                                 spread: bool) -> None:
     """Nothing recorded: `applied_order` merges by heapq; it must be the order its general loop gives."""
     rng = random.Random(seed)
     records = inputs_for(rng, count, spread)

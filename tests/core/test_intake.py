@@ -14,7 +14,7 @@ from streams.core import pools
 from streams.core.intake import parse
 from streams.core.outputs import DLQ
 from streams.core.source import SourceRecord
-from tests.core.builders import Log, seed_policy
+from tests.core.pools.builders import Log, seed_policy
 
 CHANNEL = "plugin_decider"
 

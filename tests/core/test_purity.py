@@ -56,7 +56,7 @@ import json
 from streams.core import pools
 from streams.io import envelope
 from streams.core.source import SourceRecord
-from tests.core.builders import seed_policy
+from tests.core.pools.builders import seed_policy
 state = pools.PoolState()
 log = [('policies', json.dumps(seed_policy()).encode()), ('plugin_decider', b'x')]
 log += [('plugin_decider', envelope(a, m, 'plugin_decider')) for a, m in [('ats', 75), ('hadoop', 30), ('ats', 90)]]
@@ -64,7 +64,7 @@ for i, (topic, v) in enumerate(log):
     state, outs = pools.apply(state, SourceRecord(topic, 0, i, 1, b'p', v), topic)
     for o in outs:
         sys.stdout.buffer.write(o.value_bytes() + b'\\n')
-from tests.core.limits_log import GroupLog
+from tests.core.groups.group_log import GroupLog
 group = GroupLog()
 for sid in 'EDCBA':
     group.register(sid, n=1 + ord(sid) % 3)

@@ -20,7 +20,7 @@ from streams.core.folds import FOLDS, scope
 from streams.core.source import SourceRecord
 from streams.io import envelope
 from streams.replay import Replayer, replay_lines
-from tests.core.builders import seed_policy
+from tests.core.pools.builders import seed_policy
 
 
 def row(topic: str, partition: int, offset: int, timestamp: int, key: str | None, value: Any) -> str:

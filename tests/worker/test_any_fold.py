@@ -49,8 +49,8 @@ def test_a_toy_fold_runs_live_replays_verifies_and_explains(worker_env: dict[str
 
         partition, offset = produced[2]  # the third record: key a's second
         found = json.loads(tribunal("explain", "--cause", f"tallies:{partition}:{offset}", "--json", env=env).stdout)
-        assert (found["fold"], found["before"], found["after"]) == ("counter", {"key": "a", "count": 1},
-                                                                     {"key": "a", "count": 2})
+        assert (found["fold"], found["before"], found["after"]) == (
+            "counter", {"key": "a", "count": 1}, {"key": "a", "count": 2})
         text = tribunal("explain", "--cause", f"tallies:{partition}:{offset}", env=env).stdout
         assert '"count": 2' in text and "output" in text
         assert worker.alive

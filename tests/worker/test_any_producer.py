@@ -22,7 +22,7 @@ import pytest
 
 from streams.io import envelope, read_log
 from streams.worker.routing import partition_for
-from tests.core.builders import seed_policy
+from tests.core.pools.builders import seed_policy
 from tests.helpers import Worker, produce_all, read_committed, tribunal
 
 pytestmark = pytest.mark.integration
@@ -130,7 +130,7 @@ async def _topics(kafka: str) -> list[str]:
 
 
 def test_dead_letters_redriven_once_their_cause_is_fixed_are_decided_once(kafka: str, unique: str, worker: Worker,
-                                                                        worker_env: dict[str, str]) -> None:
+                                                                          worker_env: dict[str, str]) -> None:
     p = f"{unique}."
     early = [(p + "plugin_decider", b"late", envelope("ats", v, "plugin_decider")) for v in (55, 75, 30)]
     asyncio.run(produce_all(kafka, [*early, (p + "plugin_decider", b"late", b"not json")]))
@@ -156,8 +156,8 @@ def test_dead_letters_redriven_once_their_cause_is_fixed_are_decided_once(kafka:
 
 
 def test_a_quiet_worker_is_not_restarted_for_the_markers_forwarding_leaves(kafka: str, unique: str,
-                                                                          worker_env: dict[str, str],
-                                                                          tmp_path: Path) -> None:
+                                                                           worker_env: dict[str, str],
+                                                                           tmp_path: Path) -> None:
     """Forwards are transactional: a commit marker follows the last one, and the stall watchdog took
     it for a record waiting, restarting an idle worker every STALL_TIMEOUT."""
     env = {**worker_env, "TRIBUNAL_STALL_TIMEOUT": "2"}

@@ -23,7 +23,7 @@ import pytest
 
 from streams.core import groups
 from streams.io import envelope
-from tests.core.limits_log import TOPIC_OF
+from tests.core.groups.group_log import TOPIC_OF
 from tests.helpers import Worker, produce_all, read_committed, tribunal
 from tests.worker.test_crash import pool_policy
 

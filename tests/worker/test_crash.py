@@ -19,7 +19,7 @@ import pytest
 from streams.io import envelope
 from streams.replay import export_row
 from streams.worker.routing import partition_for
-from tests.core.builders import app
+from tests.core.pools.builders import app
 from tests.helpers import Worker, produce_all, produce_while_killing, read_committed, tribunal
 
 pytestmark = pytest.mark.integration
@@ -96,7 +96,7 @@ def test_sigkill_loses_and_duplicates_no_decision(kafka: str, unique: str, worke
 
 
 def test_sigkill_while_records_are_forwarded_loses_and_duplicates_nothing(kafka: str, unique: str, worker: Worker,
-                                                                        worker_env: dict[str, str]) -> None:
+                                                                          worker_env: dict[str, str]) -> None:
     """Every metric on a wrong partition: forwarded in one transaction with its offset, folded from the
     repartition topic in another; SIGKILLs may fall between the two."""
     seed = random.randrange(1 << 30)

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from streams.core import groups
-from tests.core.limits_log import TOPIC_OF
+from tests.core.groups.group_log import TOPIC_OF
 from tests.helpers import Worker, produce_while_killing, read_committed, tribunal
 
 pytestmark = pytest.mark.integration

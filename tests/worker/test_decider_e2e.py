@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from streams.io import envelope
-from tests.core.builders import seed_policy
-from tests.core.test_justice import justice_policy
+from tests.core.pools.builders import seed_policy
+from tests.core.pools.test_justice import justice_policy
 from tests.helpers import Worker, end_offsets, produce_all, read_committed, tribunal
 
 pytestmark = pytest.mark.integration

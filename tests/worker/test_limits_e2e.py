@@ -12,7 +12,7 @@ import pytest
 from streams.core import groups
 from streams.io import read_log
 from tests.audit.browser import assert_shows_plots
-from tests.core.limits_log import TOPIC_OF
+from tests.core.groups.group_log import TOPIC_OF
 from tests.helpers import Worker, produce_all, read_committed, tribunal
 
 pytestmark = pytest.mark.integration

@@ -21,7 +21,7 @@ def test_the_home_partition_is_the_one_kafkas_default_partitioner_gives(key: str
        st.integers(1, 2**42), st.one_of(st.none(), st.binary()), st.one_of(st.none(), st.binary()),
        st.integers(0, 15))
 def test_the_forwarded_record_is_read_back_as_the_original(topic: str, partition: int, offset: int, timestamp: int,
-                                                            key: bytes | None, value: bytes | None, home: int) -> None:
+                                                           key: bytes | None, value: bytes | None, home: int) -> None:
     record = SourceRecord(topic, partition, offset, timestamp, key, value)
     sent = forward(record, "the-pool", "pools.repartition", home)
     assert (sent.topic, sent.key, sent.value, sent.partition) == ("pools.repartition", b"the-pool", value, home)

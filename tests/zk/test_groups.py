@@ -165,7 +165,7 @@ def test_a_killed_schedulers_jobs_are_reowned_and_no_job_runs_twice(group: Group
 
 
 def test_with_half_the_watch_events_lost_the_next_snapshot_restores_the_truth(group: Group, kafka: str,
-                                                                               unique: str) -> None:
+                                                                              unique: str) -> None:
     bridge = group.bridge("--drop-watch-events", "0.5")
     for sid in "AB":
         group.scheduler(sid)

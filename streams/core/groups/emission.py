@@ -34,7 +34,7 @@ def _changed_by_ks(state: GroupState, before: tuple[int, int]) -> Iterable[str]:
 
 
 def limits(state: GroupState, group: str, record: SourceRecord, before_ks: tuple[int, int], touched: set[str],
-            outputs: list[Emit]) -> GroupState:
+           outputs: list[Emit]) -> GroupState:
     candidates = touched.union(_changed_by_ks(state, before_ks))
     figures = state.figures
     for sid in sorted(candidates):
@@ -76,7 +76,7 @@ def _alert(state: GroupState, group: str, scheduler: str | None, kind: str, mess
 
 
 def group_records(state: GroupState, group: str, event_type: str, step: Step, fixes: list[dict[str, Any]],
-                   skipped: list[str], record: SourceRecord, outputs: list[Emit]) -> tuple[GroupState, list[Emit]]:
+                  skipped: list[str], record: SourceRecord, outputs: list[Emit]) -> tuple[GroupState, list[Emit]]:
     offered = offers(state)
     sum_n = state.sum_N()
     capacity_ok = sum_n >= state.K

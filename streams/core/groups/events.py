@@ -57,7 +57,7 @@ def _register(state: GroupState, e: SchedulerRegistered, step: Step) -> GroupSta
     step.touched.add(e.scheduler)
     step.note = f"{e.scheduler} {'re-registered' if old else 'registered'} (n={member.n}, M={member.M})"
     return state._replace(members=state.members.set(e.scheduler, member), by_n=by_n,
-                   orphans=state.orphans.difference(mine))
+                          orphans=state.orphans.difference(mine))
 
 
 def _lose(state: GroupState, scheduler: str, step: Step) -> GroupState:
@@ -71,8 +71,8 @@ def _lose(state: GroupState, scheduler: str, step: Step) -> GroupState:
     step.touched.add(scheduler)
     step.note = f"{scheduler} lost; {len(jobs)} of its jobs orphaned"
     return state._replace(members=state.members.discard(scheduler), owners=owners,
-                   held=state.held.discard(scheduler), orphans=state.orphans.union(jobs),
-                   by_n=state.by_n.set(old.n, rest) if rest else state.by_n.discard(old.n))
+                          held=state.held.discard(scheduler), orphans=state.orphans.union(jobs),
+                          by_n=state.by_n.set(old.n, rest) if rest else state.by_n.discard(old.n))
 
 
 def _set_offline(state: GroupState, scheduler: str, offline: bool, step: Step) -> GroupState:
@@ -124,7 +124,7 @@ def _acquire(state: GroupState, job: str, scheduler: str, step: Step) -> GroupSt
         notes.append(f"{scheduler} is not registered: the job stays an orphan until it is")
     step.note = "; ".join([f"{scheduler} acquired job {job}", *notes])
     return state._replace(owners=state.owners.set(job, scheduler), held=_add(held, scheduler, job),
-                   orphans=state.orphans.discard(job) if live else state.orphans.add(job))
+                          orphans=state.orphans.discard(job) if live else state.orphans.add(job))
 
 
 def _release(state: GroupState, job: str, scheduler: str, step: Step) -> GroupState:
@@ -136,7 +136,7 @@ def _release(state: GroupState, job: str, scheduler: str, step: Step) -> GroupSt
     step.touched.add(scheduler)
     step.note = f"{scheduler} released job {job}"
     return state._replace(owners=state.owners.set(job, None), held=_discard(state.held, scheduler, job),
-                   orphans=state.orphans.add(job))
+                          orphans=state.orphans.add(job))
 
 
 def one(state: GroupState, event: Change, step: Step) -> GroupState:

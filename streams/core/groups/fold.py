@@ -10,23 +10,13 @@ applied like any other (`events`) and reported with the reason (`emission`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 import orjson
 from pydantic import TypeAdapter, ValidationError
 
-from schemas.limits import GroupEvent as GroupEventField
-from schemas.limits import (
-    JobAcquired,
-    JobCreated,
-    JobDeleted,
-    JobReleased,
-    MembershipSnapshot,
-    SchedulerLost,
-    SchedulerOfflineRequested,
-    SchedulerOnlineRequested,
-    SchedulerRegistered,
-)
+from schemas import limits as records
+from schemas.limits import MembershipSnapshot
 from streams.core.admission import admit, reject
 from streams.core.deadletter import Rejected
 from streams.core.groups.emission import group_records, limits
@@ -41,12 +31,11 @@ SCHEDULER_EVENTS = "scheduler-events"
 JOB_EVENTS = "job-events"
 INPUTS = (SCHEDULER_EVENTS, JOB_EVENTS)
 
-GroupEvent = Change | MembershipSnapshot
-_EVENT: TypeAdapter[GroupEvent] = TypeAdapter(GroupEventField)
-_ON_TOPIC = {
-    SCHEDULER_EVENTS: (SchedulerRegistered, SchedulerLost, SchedulerOfflineRequested, SchedulerOnlineRequested,
-                       MembershipSnapshot),
-    JOB_EVENTS: (JobCreated, JobDeleted, JobAcquired, JobReleased),
+GroupEvent = Change | MembershipSnapshot  # what `schemas.limits.GroupEvent` parses to
+_EVENT: TypeAdapter[GroupEvent] = TypeAdapter(records.GroupEvent)
+_ON_TOPIC = {  # the event types each input topic carries, as the schemas group them
+    SCHEDULER_EVENTS: get_args(get_args(records.SchedulerEvent)[0]),
+    JOB_EVENTS: get_args(get_args(records.JobEvent)[0]),
 }
 
 

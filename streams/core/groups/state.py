@@ -43,7 +43,6 @@ class Figures(NamedTuple):
 
 NO_JOBS: PSet[str] = pset()
 EMPTY: PMap[Any, Any] = pmap()
-NOTHING: Mapping[str, int] = pmap()
 
 
 class GroupState(NamedTuple):
@@ -61,7 +60,7 @@ class GroupState(NamedTuple):
     offers: PMap[str, str] = EMPTY  # last offers emitted
     capacity_ok: bool = True
     seqs: PMap[str, int] = EMPTY  # output stream and key -> last seq (a group has one per scheduler)
-    offsets: Mapping[str, int] = NOTHING  # "topic:partition" -> last offset applied
+    offsets: Mapping[str, int] = EMPTY  # "topic:partition" -> last offset applied
     applied: int = 0  # inputs applied so far: the next one's `cause.position` is this + 1
 
     @property

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from streams.core.groups.offers import offers
@@ -23,3 +24,25 @@ def explain(before: GroupState, outputs: list[dict[str, Any]]) -> dict[str, Any]
             return {"group": {k: output[k] for k in ("event", "applied", "note", "K", "S", "sum_N", "capacity_ok",
                                                      "orphans", "offers", "corrections")}}
     return {}
+
+
+
+def render(found: Mapping[str, Any]) -> list[str]:
+    """`explain`'s text for a group record: the event, K, S and sum of N, corrections, changed figures."""
+    g = found.get("group")
+    if g is None:
+        return []
+    before, after = found["before"], found["after"]
+    lines = [f"event   {g['event']}: {g['note']}" + ("" if g["applied"] else " (changed nothing)"),
+             f"before  K={before['K']} S={before['S']} sum N={before['sum_N']}",
+             f"after   K={g['K']} S={g['S']} sum N={g['sum_N']} capacity {'ok' if g['capacity_ok'] else 'SHORT'}"]
+    for c in g["corrections"]:
+        lines.append(f"  fix   {c['event']['type']} {c['event'].get('scheduler') or c['event'].get('job')}: "
+                     f"{c['why']}")
+    for sid, figures in after["schedulers"].items():
+        if before["schedulers"].get(sid) != figures:
+            lines.append(f"  {sid:<10} " + " ".join(f"{k}={figures[k]}" for k in ("n", "N", "X", "M"))
+                         + "".join(f" {k}" for k in ("refuse", "alarm", "offline", "drained") if figures[k]))
+    if g["orphans"]:
+        lines.append(f"orphans {', '.join(g['orphans'])}; offers {g['offers']}")
+    return lines

@@ -60,3 +60,46 @@ def _decision(decision: Mapping[str, Any], before: PoolState) -> dict[str, Any]:
                             for lo, hi, number in rule.ranges]
         detail["app"] = {"app": rule.name, "priority": rule.priority, "min": rule.min_num, "max": rule.max_num}
     return detail
+
+
+def render(found: Mapping[str, Any]) -> list[str]:
+    """`explain`'s text for a pool record: the decision's rounds, or the justice outcome."""
+    lines: list[str] = []
+    d = found.get("decision")
+    if d is not None:
+        lines += _render_decision(d, found["before"], found["after"])
+    if "justice" in found:
+        j = found["justice"]
+        lines += [f"justice policy {j['policy_version']}, driver {j['driver']} at {j['metrical']}: {j['outcome']}",
+                  f"        targets {j['targets']}, deltas {j['deltas']}", f"reason  {j['reason']}"]
+    return lines
+
+
+def _render_decision(d: Mapping[str, Any], before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
+    t = d["trigger"]
+    what = f"{t['app']} reports {t['metrical']:g}" if t["kind"] == "metric" else t["kind"]
+    lines = [f"decision seq {d['seq']}, policy {d['policy_version']}: {what}"]
+    if "app" in d:
+        a = d["app"]
+        lines.append(f"app     {a['app']}: priority {a['priority']}, MinNum {a['min']}, MaxNum {a['max'] or '-'}")
+        for r in d.get("ranges", []):
+            mark = "  <- this one" if r["matched"] else ""
+            lo, hi = r["metrical"]
+            close = "]" if r is d["ranges"][-1] else ")"
+            lines.append(f"        metrical [{lo:g}, {hi:g}{close}: {r['number']:+d}{mark}")
+    apps = before.get("decider", {}).get("apps", [])
+    if apps:
+        lines.append(f"before  free {before['decider']['free']}; " + ", ".join(
+            f"{x['app']} {x['instances']} (metrical {x['metrical']:g}{', idle' if x['idle'] else ''})" for x in apps))
+    lines.append(f"asked   {d['requested']:+d}, granted {d['granted']:+d}: {d['outcome']}")
+    for name, moves in d["rounds"].items():
+        lines.append(f"round   {name}: " + ", ".join(f"{m['from']} -> {m['to']} x{m['count']}" for m in moves))
+    for donor, share in d["preemption_shares"].items():
+        score = d["scores"].get(donor)
+        lines.append(f"        {donor} gives {share['count']} ({share['share']:.0%} of the preemption)"
+                     + (f", score {score:g}" if score is not None else ""))
+    if after.get("decider"):
+        lines.append(f"after   free {after['decider']['free']}; " + ", ".join(
+            f"{x['app']} {x['instances']}" for x in after["decider"]["apps"]))
+    lines.append(f"reason  {d['reason_code']}: {d['reason']}")
+    return lines

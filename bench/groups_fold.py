@@ -9,7 +9,7 @@ record) and its outputs are encoded to bytes, as the worker would send them. A s
 whole group (100,000 jobs compared) is timed apart. Medians of --repeat runs, with the garbage
 collector's young-generation threshold the worker sets (10,000) and, for comparison, CPython's
 default (700).
-Run: `.venv/bin/python bench/limits_fold.py [--jobs 100000] [--records 20000]`.
+Run: `.venv/bin/python bench/groups_fold.py [--jobs 100000] [--records 20000]`.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streams.core import groups
-from tests.core.limits_log import GroupLog, of
+from tests.core.groups.group_log import GroupLog, of
 
 IDS = ["A", "B", "C", "D", "E"]
 
@@ -106,7 +106,7 @@ def assert_consistent(state: groups.GroupState) -> None:
 @settings(max_examples=150, deadline=None)
 @given(ops, st.data())
 def test_one_snapshot_repairs_any_interleaving_and_any_lost_watch(script: list[tuple[str, int, int]],
-                                                                   data: st.DataObject) -> None:
+                                                                  data: st.DataObject) -> None:
     world = world_of(script)
     events = list(world.events)
     # Lose some watch events and reorder neighbours, as ZooKeeper watches may.

@@ -11,9 +11,9 @@ import yaml
 from schemas.decisions import JusticeOutcome
 from streams.core import pools
 from streams.policy_files import as_record
-from tests.core.builders import Log
+from tests.core.pools.builders import Log
 
-SEED_JUSTICE = Path(__file__).resolve().parents[2] / "examples" / "justice-ats-hadoop.json"
+SEED_JUSTICE = Path(__file__).resolve().parents[3] / "examples" / "justice-ats-hadoop.json"
 
 
 def justice_policy(capacity: int | None = 20) -> dict[str, Any]:

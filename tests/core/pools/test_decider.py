@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from streams.core import pools
-from tests.core.builders import Log, app, decision, seed_policy
+from tests.core.pools.builders import Log, app, decision, seed_policy
 
 
 def test_the_seeds_worked_example() -> None:

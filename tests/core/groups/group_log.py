@@ -10,7 +10,7 @@ from streams.core.outputs import Emit
 from streams.core.source import SourceRecord
 
 TOPIC_OF = {t: groups.SCHEDULER_EVENTS for t in ("SchedulerRegistered", "SchedulerLost", "SchedulerOfflineRequested",
-                                                  "SchedulerOnlineRequested", "MembershipSnapshot")}
+                                                 "SchedulerOnlineRequested", "MembershipSnapshot")}
 TOPIC_OF |= {t: groups.JOB_EVENTS for t in ("JobCreated", "JobDeleted", "JobAcquired", "JobReleased")}
 
 

@@ -9,9 +9,9 @@ from hypothesis import given, settings
 
 from streams.core import pools
 from streams.core.pools import codec
-from tests.core.builders import Log
-from tests.core.test_decider_properties import events, policies
-from tests.core.test_justice import justice_policy
+from tests.core.pools.builders import Log
+from tests.core.pools.test_decider_properties import events, policies
+from tests.core.pools.test_justice import justice_policy
 
 
 def fold(log: Log, names: list[str], log_events: list[tuple[Any, ...]]) -> list[bytes]:

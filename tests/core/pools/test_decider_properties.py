@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from schemas.decisions import ScalingDecision
 from streams.core.pools.decider import DeciderState
-from tests.core.builders import Log
+from tests.core.pools.builders import Log
 
 NAMES = ["ats", "hadoop", "redis", "spark", "kafka", "mysql"]
 

@@ -10,7 +10,7 @@ from schemas.limits import Alert, GroupHealth, JobOffers, RejectionLimit
 from schemas.records import DeadLetter
 from streams.core import groups
 from streams.core.outputs import DLQ
-from tests.core.limits_log import GroupLog, of
+from tests.core.groups.group_log import GroupLog, of
 
 
 @pytest.mark.parametrize(("K", "expected"), [(10, [3, 3, 4, 6, 11]), (12, [4, 4, 5, 7, 13]), (15, [4, 4, 6, 8, 16])])
