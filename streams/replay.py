@@ -225,7 +225,8 @@ def derive_all(records: Iterable[SourceRecord], replayer: Replayer, jobs: int = 
         for record in records:
             yield record, replayer.feed(record)
         return
-    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn")
+    context = (multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods()
+               else multiprocessing.get_context("spawn"))
     inboxes = [context.Queue() for _ in range(jobs)]
     outboxes = [context.Queue() for _ in range(jobs)]
     procs = [context.Process(target=_derive_shard, args=(inbox, outbox, replayer.topic_prefix), daemon=True)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import Any
 
 import orjson
 
@@ -33,9 +34,9 @@ def coordinates(record: SourceRecord) -> Coordinates:
 
 
 def _partitions(records: Iterable[SourceRecord],
-                scope: Callable[[SourceRecord], Hashable] | None = None) -> dict[Hashable, list[SourceRecord]]:
+                scope: Callable[[SourceRecord], Hashable] | None = None) -> dict[tuple[Any, ...], list[SourceRecord]]:
     """Records by partition, each in offset order; with `scope`, by partition and scope (fold and key)."""
-    out: dict[Hashable, list[SourceRecord]] = {}
+    out: dict[tuple[Any, ...], list[SourceRecord]] = {}
     for record in records:
         where = (record.topic, record.partition)
         out.setdefault(where if scope is None else (*where, scope(record)), []).append(record)

@@ -26,9 +26,10 @@ def _cluster(brokers: int, home: Path | None, kafka_port: int | None, controller
     from streams.infra import Cluster, Topology
 
     topology = Topology.default(brokers, home.resolve() if home else None)
-    changes = {k: v for k, v in {"kafka_port": kafka_port, "controller_port": controller_port,
-                                 "zk_port": zk_port}.items() if v is not None}
-    return Cluster(dataclasses.replace(topology, **changes))
+    return Cluster(dataclasses.replace(
+        topology, kafka_port=topology.kafka_port if kafka_port is None else kafka_port,
+        controller_port=topology.controller_port if controller_port is None else controller_port,
+        zk_port=topology.zk_port if zk_port is None else zk_port))
 
 
 @infra_cli.command("install")

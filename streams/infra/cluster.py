@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -360,7 +361,7 @@ class Cluster:
             if server is zk:
                 self._wait(zk, pid, lambda: _zk_ruok(zk.port), timeout)
         for server in brokers:
-            self._wait(server, pids[server.name], lambda s=server: _port_open(s.port), timeout)
+            self._wait(server, pids[server.name], functools.partial(_port_open, server.port), timeout)
         self._wait(brokers[0], pids[brokers[0].name], lambda: self._brokers_settled(len(brokers)), timeout)
         done = time.monotonic()
         timings = {s.name: 0.0 for s in servers}

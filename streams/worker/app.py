@@ -31,15 +31,16 @@ from pathlib import Path
 from typing import Any
 
 import faust
-from aiohttp.web import Response
+from faust.web import Request, Response, View
 
 from streams.core import folds
 from streams.settings import Settings
 from streams.worker import faust_private
-from streams.worker.agent import Progress, add_fold_agent
+from streams.worker.agent import add_fold_agent
 from streams.worker.checkpoint import Checkpoint
 from streams.worker.continuity import Continuity
 from streams.worker.keeper import Keeper
+from streams.worker.unit import Progress
 from streams.worker.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
@@ -130,7 +131,7 @@ def create_app(settings: Settings) -> faust.App:
         await watchdog.check()
 
     @app.page("/checkpoint/")
-    async def checkpoint_stats(web: Any, request: Any) -> Response:
+    async def checkpoint_stats(web: View, request: Request) -> Response:
         """Where this worker's time went: records, batches, seconds folding, writing, committing."""
         return web.json(checkpoint.stats.as_dict())
 
@@ -143,7 +144,7 @@ def add_state_page(app: faust.App, keeper: Keeper[Any]) -> None:
 
     @app.page(f"/{fold.name}/{{key}}/")
     @app.table_route(table=keeper.tables[0], match_info="key")
-    async def view(web: Any, request: Any, key: str) -> Response:
+    async def view(web: View, request: Request, key: str) -> Response:
         if not keeper.exists(key):
             return web.json({"key": key, "error": f"no such key in {fold.name}"}, status=404)
         return web.json(fold.describe(key, keeper.load(key)))

@@ -47,6 +47,7 @@ from streams.worker import faust_private
 from streams.worker.continuity import Continuity
 from streams.worker.keeper import Keeper
 from streams.worker.routing import Send, partition_for
+from streams.worker.surface import App, Event
 from streams.worker.watchdog import restart_in_place
 
 log = logging.getLogger(__name__)
@@ -54,7 +55,7 @@ log = logging.getLogger(__name__)
 WAIT_PER_RECORD = 0.0001  # seconds the next flush waits per record the last one wrote (see `Checkpoint.run`)
 
 
-def transactional_id(app: Any, topic: str, partition: int) -> str | None:
+def transactional_id(app: App, topic: str, partition: int) -> str | None:
     """The id of the producer whose transaction commits this partition's offsets (None without EOS)."""
     if not app.in_transaction:
         return None
@@ -67,7 +68,7 @@ class _Partition:
 
     tid: str | None
     partition: int
-    event: Any = None  # the last event folded: the local store's partition context
+    event: Event | None = None  # the last event folded: the local store's partition context
     sends: list[Send] = field(default_factory=list)
     dirty: dict[tuple[int, str], Keeper[Any]] = field(default_factory=dict)  # (keeper id, key) -> keeper, in order
     last: dict[tuple[str, int], int] = field(default_factory=dict)  # (topic, partition) -> last offset folded
@@ -93,7 +94,7 @@ class Stats:
 
 @dataclass
 class Checkpoint:
-    app: Any
+    app: App
     settings: Settings
     continuity: Continuity
     keepers: list[Keeper[Any]]
@@ -108,7 +109,7 @@ class Checkpoint:
     _work: asyncio.Event = field(default_factory=asyncio.Event)
     _room: asyncio.Event = field(default_factory=asyncio.Event)
 
-    def add(self, event: Any, outputs: Iterable[Emit] = (), source_topic: str | None = None,
+    def add(self, event: Event, outputs: Iterable[Emit] = (), source_topic: str | None = None,
             sends: Iterable[Send] = (), keeper: Keeper[Any] | None = None, key: str | None = None) -> None:
         """Record `event` as folded: its outputs (dead letters go to `source_topic`'s DLQ), `sends`, and
         `key` of `keeper` as changed; all are written at the next flush. The caller follows the

@@ -20,9 +20,10 @@ it). And the offset Faust commits for a partition is taken from the guard, not f
 acknowledgements and gaps: the offset after the last record whose effects went into the
 transaction, so a commit can never cover a record that was not folded.
 
-This replaces two methods of Faust's consumer instance (through `streams.worker.faust_private`,
-which holds every such touch); should a refetch never come, the stall watchdog restarts the
-worker in place.
+The decisions are a pure state machine, `streams.worker.positions`; this module only asks the
+broker what the machine needs to know and seeks Faust's consumer. It replaces two methods of
+Faust's consumer instance (through `streams.worker.faust_private`, which holds every such touch);
+should a refetch never come, the stall watchdog restarts the worker in place.
 """
 
 from __future__ import annotations
@@ -31,10 +32,13 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
+
+from faust.types import TP
 
 from streams.worker import faust_private
+from streams.worker.positions import Admit, AskCommitted, AskHeld, Drop, Positions
 from streams.worker.sideband import Sideband
+from streams.worker.surface import App, Event
 from streams.worker.watchdog import restart_in_place
 
 log = logging.getLogger(__name__)
@@ -42,12 +46,11 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Continuity:
-    app: Any
+    """The guard's shell: asks the broker what `Positions` needs to know, and seeks Faust's consumer."""
+
+    app: App
     bootstrap: str
-    _next: dict[tuple[str, int], int] = field(default_factory=dict)  # partition -> next offset to admit
-    _done: dict[tuple[str, int], int] = field(default_factory=dict)  # partition -> offset to commit
-    _rewinding: dict[tuple[str, int], int] = field(default_factory=dict)  # partition -> offset awaited
-    _generation: int | None = None
+    positions: Positions = field(default_factory=Positions)
     _installed: bool = False
     _asking: asyncio.Lock = field(default_factory=asyncio.Lock)
     sideband: Sideband = field(init=False)
@@ -57,20 +60,18 @@ class Continuity:
 
     def _install(self) -> None:
         """Make Faust commit the guard's offsets, and never its own gaps."""
-        faust_private.commit_only(self.app.consumer, lambda tp: self._done.get((tp.topic, tp.partition)))
+        faust_private.commit_only(self.app.consumer, lambda tp: self.positions.to_commit((tp.topic, tp.partition)))
         self._installed = True
 
     @property
     def generation(self) -> int | None:
         """The consumer group generation the admitted records belong to."""
-        return self._generation
+        return self.positions.generation
 
     def done(self, topic: str, partition: int, offset: int, generation: int | None) -> None:
         """The effects of the partition's records up to `offset`, admitted in `generation`, are in the
         transaction: their offsets may be committed."""
-        key = (topic, partition)
-        if generation == self._generation and offset < self._next.get(key, -1):
-            self._done[key] = max(self._done.get(key, 0), offset + 1)
+        self.positions.done((topic, partition), offset, generation)
 
     async def first_offset_from(self, topic: str, partition: int, start: int, before: int) -> int | None:
         """The offset of the first record Kafka holds in [start, before), or None if it holds none there.
@@ -104,48 +105,28 @@ class Continuity:
                           topic, partition, start, before)
                 restart_in_place()
 
-    async def admit(self, event: Any) -> bool:
-        """True if `event` is the next record of its partition; False if it must be dropped for now."""
+    async def admit(self, event: Event) -> bool:
+        """True if `event` is the next record of its partition; False if it must not be folded now."""
         if not self._installed:
             self._install()
         message = event.message
         topic, partition, offset = message.topic, message.partition, message.offset
-        generation = self.app.consumer_generation_id
-        if generation != self._generation:
-            self._next.clear()  # a new assignment starts from the committed offsets
-            self._done.clear()
-            self._rewinding.clear()
-            self._generation = generation
-        key = (topic, partition)
-        rewind_to = self._rewinding.get(key)
-        if rewind_to is not None:
-            if offset != rewind_to:
-                self._drop(message)
-                if offset > rewind_to:  # its arrival moved Faust's read offset past the one awaited
-                    await self.app.consumer.seek(message.tp, rewind_to)
-                return False
-            del self._rewinding[key]
-        expected = self._next.get(key)
-        if expected is None:
+        tp, generation = (topic, partition), self.app.consumer_generation_id
+        verdict = self.positions.arrive(tp, offset, generation)
+        if isinstance(verdict, AskCommitted):
             from aiokafka import TopicPartition
 
-            tp = TopicPartition(topic, partition)
-            expected = (await self.sideband.committed(self.app.conf.id, [tp]))[tp]
-        if offset < expected:
-            self._drop(message)  # folded already in this assignment: a refetch
-            return False
-        if offset > expected:
-            first = await self.first_offset_from(topic, partition, expected, offset)
-            if first is not None:
+            asked = TopicPartition(topic, partition)
+            committed = (await self.sideband.committed(self.app.conf.id, [asked]))[asked]
+            verdict = self.positions.committed(tp, offset, generation, committed)
+        if isinstance(verdict, AskHeld):
+            first = await self.first_offset_from(topic, partition, verdict.start, verdict.before)
+            verdict = self.positions.held(tp, offset, generation, first)
+            if isinstance(verdict, Drop):
                 log.warning("%s[%d]: handed offset %d while %d is next: Faust skipped records; re-fetching from %d",
                             topic, partition, offset, first, first)
-                self._drop(message)
-                self._rewinding[key] = first
-                await self.app.consumer.seek(message.tp, first)
-                return False
-        self._next[key] = offset + 1
-        return True
-
-    def _drop(self, message: Any) -> None:
-        """Let `message` go without acknowledging it."""
-        faust_private.let_go(self.app.consumer, message)
+        if isinstance(verdict, Drop):
+            faust_private.let_go(self.app.consumer, message)
+            if verdict.seek is not None:
+                await self.app.consumer.seek(TP(topic, partition), verdict.seek)
+        return isinstance(verdict, Admit)

@@ -193,7 +193,7 @@ def commit_without_a_table() -> None:
 
     import faust.transport.consumer
 
-    faust.transport.consumer.terminal = types.SimpleNamespace(  # type: ignore[attr-defined]
+    faust.transport.consumer.terminal = types.SimpleNamespace(  # type: ignore[assignment]
         logtable=lambda *args, **kwargs: _DrawnWhenLogged(args, kwargs))
 
 

@@ -27,13 +27,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streams.worker.sideband import Sideband
+from streams.worker.surface import App
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class Watchdog:
-    app: Any
+    app: App
     bootstrap: str
     inputs: set[str]
     stall_timeout: float

@@ -46,7 +46,7 @@ def rebalance(zk: Any, layout: Layout, group: str, timeout: float = 120.0, poll:
               say: Callable[[str], None] = print) -> list[tuple[str, int, int]]:
     """Balance `group`; returns the moves made as (scheduler, held before, held after)."""
     deadline = time.monotonic() + timeout
-    moves = []
+    moves: list[tuple[str, int, int]] = []
     while True:
         _wait("every job has an owner", lambda: owned_by(zk, layout, group)[1] == 0, deadline, poll)
         held, _ = owned_by(zk, layout, group)
