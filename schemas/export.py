@@ -11,6 +11,19 @@ from pydantic import BaseModel
 from schemas.cluster import InstancesObserved, PoolCapacitySet
 from schemas.common import Cause
 from schemas.decisions import JusticeOutcome, ScalingDecision
+from schemas.dispatch import (
+    DispatcherHealth,
+    JobCancelled,
+    JobFailed,
+    JobFinished,
+    JobOutcome,
+    JobsAccepted,
+    JobsAssigned,
+    JobStarted,
+    MaxThreadsSet,
+    Tick,
+    WorkerMaxSet,
+)
 from schemas.envelope import CommandEnvelope, MetricBody
 from schemas.limits import (
     Alert,
@@ -37,6 +50,8 @@ MODELS: tuple[type[BaseModel], ...] = (
     Alert, GroupHealth, JobAcquired, JobCreated, JobDeleted, JobOffers, JobReleased, MembershipSnapshot,
     RejectionLimit, SchedulerAlert, SchedulerLost, SchedulerOfflineRequested, SchedulerOnlineRequested,
     SchedulerRegistered,
+    DispatcherHealth, JobCancelled, JobFailed, JobFinished, JobOutcome, JobsAccepted, JobsAssigned, JobStarted,
+    MaxThreadsSet, Tick, WorkerMaxSet,
 )
 JSON_DIR = Path(__file__).resolve().parent / "json"
 

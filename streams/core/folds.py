@@ -15,8 +15,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from streams.core import admission, groups, pools
+from streams.core import admission, dispatch, groups, pools
 from streams.core.deadletter import Rejected
+from streams.core.dispatch import view as dispatch_view
 from streams.core.groups import codec as group_codec
 from streams.core.groups import view as group_view
 from streams.core.outputs import Emit
@@ -89,6 +90,10 @@ GROUPS: Fold[groups.GroupState] = Fold(
     "groups", groups.INPUTS, groups.OUTPUTS, frozenset({groups.REJECTION_LIMITS}), groups.GroupState, groups.apply,
     groups.key_of, tables=(Table("group-state", group_codec.dump),), load=group_codec.load,
     describe=group_view.describe, explain=group_view.explain, render=group_view.render)
+DISPATCH: Fold[dispatch.DispatchState] = Fold(
+    "dispatch", dispatch.INPUTS, dispatch.OUTPUTS, frozenset({dispatch.DISPATCHER_HEALTH}), dispatch.DispatchState,
+    dispatch.apply, dispatch.key_of, tables=(Table("dispatch-state", dispatch.dump),), load=dispatch.load,
+    describe=dispatch_view.describe, explain=dispatch_view.explain, render=dispatch_view.render)
 FOLDS: list[Fold[Any]] = []
 BY_INPUT: dict[str, Fold[Any]] = {}
 BY_NAME: dict[str, Fold[Any]] = {}
@@ -106,6 +111,7 @@ def register(fold: Fold[Any]) -> None:
 
 register(POOLS)
 register(GROUPS)
+register(DISPATCH)
 
 
 def route(topic: str, prefix: str = "") -> tuple[str, Fold[Any]] | None:

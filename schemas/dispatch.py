@@ -1,0 +1,163 @@
+"""The dispatcher (SPEC §5, seed 002): commands on `dispatch-commands`, `Tick`s on `ticks`, and what it decides.
+
+Every record is keyed by its namespace, the scope of one global cap. Times are milliseconds since
+the epoch; `now` reaches the dispatcher only as `Tick` records, never from a clock.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from schemas.common import Cause, Record
+
+Name = Annotated[str, Field(min_length=1, max_length=200)]
+Millis = Annotated[int, Field(ge=0, description="milliseconds since the epoch")]
+MAX_JOBS_PER_ASSIGN = 10_000
+
+
+class MaxThreadsSet(Record):
+    """The seed's `setMaxThreads`: how many jobs of the namespace may run at once."""
+
+    type: Literal["MaxThreadsSet"] = "MaxThreadsSet"
+    namespace: Name
+    max: int = Field(ge=0)
+
+
+class WorkerMaxSet(Record):
+    """How many jobs of one worker (tenant) may run at once; without one, only the global cap holds."""
+
+    type: Literal["WorkerMaxSet"] = "WorkerMaxSet"
+    namespace: Name
+    worker: Name
+    max: int = Field(ge=0)
+
+
+class JobSpec(Record):
+    external_id: str = Field(max_length=200, description="the client's own id for the job")
+    info: str = Field("", max_length=10_000, description="opaque to the dispatcher; handed to the listener")
+    max_retries: int = Field(0, ge=0, le=1_000)
+    timeout_ms: int = Field(60_000, ge=1)
+
+
+class JobsAssigned(Record):
+    """The seed's `JobAssign`: n jobs for `worker`, each expected at `start`, acceptable starts spread
+    evenly over [start, end] (first at `start`, last at `end`; one job: `start`)."""
+
+    type: Literal["JobsAssigned"] = "JobsAssigned"
+    namespace: Name
+    worker: Name
+    start: Millis
+    end: Millis
+    jobs: list[JobSpec] = Field(min_length=1, max_length=MAX_JOBS_PER_ASSIGN)
+    request_id: str | None = Field(None, max_length=200, description="echoed in `JobsAccepted`")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> JobsAssigned:
+        if self.end < self.start:
+            raise ValueError(f"end {self.end} is before start {self.start}")
+        return self
+
+
+class JobRef(Record):
+    namespace: Name
+    uuid: Name
+
+
+class JobFinished(JobRef):
+    """The client's `finishJob`: the running job is done."""
+
+    type: Literal["JobFinished"] = "JobFinished"
+
+
+class JobFailed(JobRef):
+    """The client reports the running attempt failed; it is retried while attempts remain."""
+
+    type: Literal["JobFailed"] = "JobFailed"
+    error: str = Field("", max_length=10_000)
+
+
+class JobCancelled(JobRef):
+    """Withdraw a pending or running job; it will not start (again)."""
+
+    type: Literal["JobCancelled"] = "JobCancelled"
+
+
+DispatchCommand = Annotated[
+    MaxThreadsSet | WorkerMaxSet | JobsAssigned | JobFinished | JobFailed | JobCancelled,
+    Field(discriminator="type"),
+]
+
+
+class Tick(Record):
+    """The time, as the ticker read it, for one namespace (key = namespace)."""
+
+    type: Literal["Tick"] = "Tick"
+    namespace: Name
+    now: Millis
+
+
+class JobStarted(Record):
+    """What the seed's `onJobStart` listener receives (on `job-starts`, key = namespace)."""
+
+    type: Literal["JobStarted"] = "JobStarted"
+    namespace: str
+    uuid: str
+    external_id: str
+    worker: str
+    info: str
+    attempt: int = Field(ge=1)
+    started_at: int
+    deadline: int
+    cause: Cause
+    seq: int = Field(ge=1)
+
+
+class JobOutcome(Record):
+    """A job's outcome on `job-outcomes` (key = namespace); `final` when the job is done with for good."""
+
+    type: Literal["JobTimedOut", "JobRetryScheduled", "JobFailedFinally", "JobFinished", "JobCancelled"]
+    namespace: str
+    uuid: str
+    external_id: str
+    worker: str
+    attempt: int = Field(ge=0, description="the attempt this outcome ends (0: cancelled before any start)")
+    at: int = Field(description="the namespace's `now` when it happened")
+    final: bool
+    error: str = ""
+    cause: Cause
+    seq: int = Field(ge=1)
+
+
+class JobsAccepted(Record):
+    """An assign's jobs, in order, with the uuids the dispatcher made for them (on `job-outcomes`)."""
+
+    type: Literal["JobsAccepted"] = "JobsAccepted"
+    namespace: str
+    worker: str
+    request_id: str | None
+    uuids: list[str]
+    cause: Cause
+    seq: int = Field(ge=1)
+
+
+class WorkerLoad(Record):
+    running: int
+    max: int | None
+    pending: int
+
+
+class DispatcherHealth(Record):
+    """The namespace after each input record (on `dispatcher-health`, compacted, key = namespace)."""
+
+    type: Literal["DispatcherHealth"] = "DispatcherHealth"
+    namespace: str
+    now: int
+    running: int
+    max: int
+    pending: int
+    oldest_lateness_ms: int = Field(description="how long the longest-waiting startable job has waited, 0 if none")
+    workers: dict[str, WorkerLoad]
+    cause: Cause
+    seq: int = Field(ge=1)

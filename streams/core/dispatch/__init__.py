@@ -1,0 +1,24 @@
+"""The dispatcher (SPEC §5, seed 002): timed jobs under global and per-worker caps, split by concern.
+
+`heap` (persistent queues), `state` (jobs, workers, queues), `fold` (the entry point and the
+rules), `codec` (the table entry), `view` (what operators read).
+"""
+
+from streams.core.dispatch.codec import dump, load
+from streams.core.dispatch.fold import (
+    DISPATCH_COMMANDS,
+    DISPATCHER_HEALTH,
+    INPUTS,
+    JOB_OUTCOMES,
+    JOB_STARTS,
+    OUTPUTS,
+    TICKS,
+    acceptable_starts,
+    apply,
+    job_uuid,
+    key_of,
+)
+from streams.core.dispatch.state import DispatchState, Job, Worker
+
+__all__ = ["DISPATCHER_HEALTH", "DISPATCH_COMMANDS", "INPUTS", "JOB_OUTCOMES", "JOB_STARTS", "OUTPUTS", "TICKS",
+           "DispatchState", "Job", "Worker", "acceptable_starts", "apply", "dump", "job_uuid", "key_of", "load"]

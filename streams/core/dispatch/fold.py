@@ -1,0 +1,324 @@
+"""The dispatcher (SPEC §5, seed 002) folded from the log: the fold's entry point and its rules.
+
+Per namespace: a pending job may start once `now >= expected_start`; among startable jobs the
+earlier acceptable start goes first, ties by assignment order; a job starts only while the
+namespace runs fewer than its cap and its worker fewer than the worker's (the seed's SQL has `>`
+there, a typo not reproduced). A running attempt that reaches its deadline times out; a timed-out
+or failed job is retried while attempts <= max_retries, keeping its place by acceptable start, and
+fails for good after that. `now` comes only from `Tick` records; a Tick at or before the
+namespace's `now` changes nothing, so two tickers do no harm.
+
+Cost: a command or Tick that starts or ends k jobs costs about k log n in the n jobs pending
+(persistent maps and heaps, `state`), plus one pass over the workers with startable jobs and room.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from schemas import dispatch as records
+from streams.core.admission import admit, reject
+from streams.core.deadletter import Rejected
+from streams.core.dispatch.heap import Heap, pop, push
+from streams.core.dispatch.state import DispatchState, Job, Worker
+from streams.core.intake import error_text, readable
+from streams.core.outputs import Emit
+from streams.core.source import SourceRecord, cause_of, named_key, record_key
+
+DISPATCH_COMMANDS = "dispatch-commands"
+TICKS = "ticks"
+INPUTS = (DISPATCH_COMMANDS, TICKS)
+JOB_STARTS = "job-starts"
+JOB_OUTCOMES = "job-outcomes"
+DISPATCHER_HEALTH = "dispatcher-health"
+OUTPUTS = (JOB_STARTS, JOB_OUTCOMES, DISPATCHER_HEALTH)
+
+_COMMAND: TypeAdapter[Any] = TypeAdapter(records.DispatchCommand)
+_TICK: TypeAdapter[records.Tick] = TypeAdapter(records.Tick)
+
+
+def key_of(record: SourceRecord, topic: str = "") -> str:
+    """The namespace a record belongs to: the one its value names, else its key."""
+    return named_key(record, "namespace") or record_key(record)
+
+
+def job_uuid(topic: str, partition: int, offset: int, index: int) -> str:
+    """A version-5-style uuid made from the assign's coordinates: replay makes the same ones."""
+    raw = bytearray(hashlib.sha1(f"tribunal:{topic}:{partition}:{offset}:{index}".encode()).digest()[:16])
+    raw[6] = (raw[6] & 0x0F) | 0x50
+    raw[8] = (raw[8] & 0x3F) | 0x80
+    h = raw.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def acceptable_starts(start: int, end: int, n: int) -> list[int]:
+    """n points spread evenly over [start, end], first at start, last at end (one job: start)."""
+    if n == 1:
+        return [start]
+    return [start + (end - start) * i // (n - 1) for i in range(n)]
+
+
+class Out:
+    """The outputs of one input record, numbered per stream as they are made."""
+
+    def __init__(self, record: SourceRecord, topic: str, namespace: str, state: DispatchState) -> None:
+        self.record, self.topic, self.namespace = record, topic, namespace
+        self.cause = cause_of(record, state.applied)
+        self.seqs = dict(state.seqs)
+        self.emits: list[Emit] = []
+
+    def emit(self, stream: str, body: dict[str, Any]) -> None:
+        seq = self.seqs[stream] = self.seqs.get(stream, 0) + 1
+        body["cause"] = self.cause
+        body["seq"] = seq
+        self.emits.append(Emit(stream, self.namespace, body))
+
+    def outcome(self, kind: str, job: Job, at: int, final: bool, error: str = "") -> None:
+        self.emit(JOB_OUTCOMES, {"type": kind, "namespace": self.namespace, "uuid": job.uuid,
+                                 "external_id": job.external_id, "worker": job.worker, "attempt": job.attempt,
+                                 "at": at, "final": final, "error": error})
+
+
+def apply(state: DispatchState, record: SourceRecord, topic: str) -> tuple[DispatchState, list[Emit]]:
+    """Fold one record of logical input `topic` (one of `INPUTS`) into its namespace's state."""
+    admitted = admit(state, record)
+    if admitted is None:
+        return state, []
+    namespace = key_of(record, topic)
+    try:
+        command = _parse(record, topic, namespace)
+        out = Out(record, topic, namespace, admitted)
+        after = _HANDLERS[type(command)](admitted, command, out)
+    except Rejected as rejection:
+        return reject(admitted, record, rejection, namespace, admitted=True)
+    if out.emits:
+        after = after._replace(seqs=out.seqs)
+    return after, out.emits
+
+
+def _parse(record: SourceRecord, topic: str, namespace: str) -> Any:
+    value = readable(record)
+    adapter = _COMMAND if topic == DISPATCH_COMMANDS else _TICK if topic == TICKS else None
+    if adapter is None:
+        raise Rejected("unknown_topic", f"the dispatcher does not read topic {topic!r}")
+    try:
+        command = adapter.validate_json(value)
+    except ValidationError as error:
+        what = "tick" if topic == TICKS else "command"
+        raise Rejected("bad_command", f"invalid {what}: {error_text(error)}") from None
+    if command.namespace != namespace or (bool(record.key) and record_key(record) != namespace):
+        raise Rejected("namespace_mismatch",
+                       f"{command.type} names namespace {command.namespace!r} but its key is {record_key(record)!r}")
+    return command
+
+
+# -- commands -------------------------------------------------------------------------------------
+
+def _max_threads(state: DispatchState, command: records.MaxThreadsSet, out: Out) -> DispatchState:
+    return _health(_schedule(state._replace(max=command.max), out), out)
+
+
+def _worker_max(state: DispatchState, command: records.WorkerMaxSet, out: Out) -> DispatchState:
+    state = _put(state, command.worker, state.worker(command.worker)._replace(max=command.max))
+    return _health(_schedule(state, out), out)
+
+
+def _assign(state: DispatchState, command: records.JobsAssigned, out: Out) -> DispatchState:
+    worker = state.worker(command.worker)
+    jobs, waiting, ready, uuids = state.jobs.evolver(), state.waiting, worker.ready, []
+    startable = command.start <= state.now
+    record = out.record
+    for i, (spec, acceptable) in enumerate(zip(command.jobs, acceptable_starts(command.start, command.end,
+                                                                             len(command.jobs)), strict=True)):
+        uuid = job_uuid(out.topic, record.partition, record.offset, i)
+        order = state.assigned + i
+        jobs[uuid] = Job(uuid, spec.external_id, spec.info, command.worker, command.start, acceptable, order,
+                         spec.max_retries, spec.timeout_ms)
+        if startable:
+            ready = push(ready, (acceptable, order, uuid))
+        else:
+            waiting = push(waiting, (command.start, order, uuid))
+        uuids.append(uuid)
+    n = len(uuids)
+    state = _put(state._replace(jobs=jobs.persistent(), waiting=waiting, assigned=state.assigned + n),
+                 command.worker, worker._replace(pending=worker.pending + n, ready=ready))
+    out.emit(JOB_OUTCOMES, {"type": "JobsAccepted", "namespace": out.namespace, "worker": command.worker,
+                            "request_id": command.request_id, "uuids": uuids})
+    return _health(_schedule(state, out), out)
+
+
+def _finished(state: DispatchState, command: records.JobFinished, out: Out) -> DispatchState:
+    job = _running(state, command.uuid, "finish")
+    state = _forget(state, job)
+    out.outcome("JobFinished", job, state.now, final=True)
+    return _schedule(state, out)
+
+
+def _failed(state: DispatchState, command: records.JobFailed, out: Out) -> DispatchState:
+    job = _running(state, command.uuid, "fail")
+    return _schedule(_end_attempt(state, job, out, command.error), out)
+
+
+def _cancelled(state: DispatchState, command: records.JobCancelled, out: Out) -> DispatchState:
+    job = state.jobs.get(command.uuid)
+    if job is None:
+        raise Rejected("unknown_job", f"no pending or running job {command.uuid!r} in namespace {out.namespace!r}")
+    state = _forget(state, job)
+    out.outcome("JobCancelled", job, state.now, final=True)
+    return _schedule(state, out)
+
+
+def _tick(state: DispatchState, tick: records.Tick, out: Out) -> DispatchState:
+    if tick.now <= state.now:
+        return state  # an older or repeated tick (a second ticker, a replayed one): nothing happens
+    now = tick.now
+    state = state._replace(now=now)
+    deadlines = state.deadlines
+    while deadlines is not None and deadlines.item[0] <= now:  # timeouts first: they free slots
+        _, _, attempt, uuid = deadlines.item
+        deadlines = pop(deadlines)
+        job = state.jobs.get(uuid)
+        if job is not None and job.running and job.attempt == attempt:
+            out.outcome("JobTimedOut", job, now, final=False)
+            state = _end_attempt(state._replace(deadlines=deadlines), job, out, f"timed out after {job.timeout_ms} ms")
+            deadlines = state.deadlines
+    state = _startable(state._replace(deadlines=deadlines))
+    return _health(_schedule(state, out), out)
+
+
+_HANDLERS: dict[type, Callable[[DispatchState, Any, Out], DispatchState]] = {
+    records.MaxThreadsSet: _max_threads, records.WorkerMaxSet: _worker_max, records.JobsAssigned: _assign,
+    records.JobFinished: _finished, records.JobFailed: _failed, records.JobCancelled: _cancelled,
+    records.Tick: _tick,
+}
+
+
+# -- the rules ------------------------------------------------------------------------------------
+
+def _running(state: DispatchState, uuid: str, verb: str) -> Job:
+    job = state.jobs.get(uuid)
+    if job is None:
+        raise Rejected("unknown_job", f"cannot {verb} {uuid!r}: no such pending or running job")
+    if not job.running:
+        raise Rejected("not_running", f"cannot {verb} {uuid!r}: it is pending, not running")
+    return job
+
+
+def _put(state: DispatchState, name: str, worker: Worker) -> DispatchState:
+    """`state` with `worker`; a worker with no cap, nothing running and nothing pending is not kept."""
+    if worker.max is None and not worker.running and not worker.pending:
+        return state._replace(workers=state.workers.discard(name))
+    return state._replace(workers=state.workers.set(name, worker))
+
+
+def _forget(state: DispatchState, job: Job) -> DispatchState:
+    """`state` without `job` (finished, cancelled, or failed for good); its queue entries go stale."""
+    worker = state.worker(job.worker)
+    if job.running:
+        worker, running = worker._replace(running=worker.running - 1), state.running - 1
+    else:
+        worker, running = worker._replace(pending=worker.pending - 1), state.running
+    return _put(state._replace(jobs=state.jobs.discard(job.uuid), running=running), job.worker, worker)
+
+
+def _end_attempt(state: DispatchState, job: Job, out: Out, error: str) -> DispatchState:
+    """The running attempt of `job` failed: retried in its old place while attempts remain, else failed for good."""
+    if job.attempt > job.max_retries:
+        state = _forget(state, job)
+        out.outcome("JobFailedFinally", job, state.now, final=True, error=error)
+        return state
+    worker = state.worker(job.worker)
+    worker = worker._replace(running=worker.running - 1, pending=worker.pending + 1,
+                             ready=push(worker.ready, (job.acceptable_start, job.order, job.uuid)))
+    retry = job._replace(running=False, started_at=0, deadline=0)
+    state = _put(state._replace(jobs=state.jobs.set(job.uuid, retry), running=state.running - 1), job.worker, worker)
+    out.outcome("JobRetryScheduled", job, state.now, final=False, error=error)
+    return state
+
+
+def _startable(state: DispatchState) -> DispatchState:
+    """Move the jobs whose expected start has come from `waiting` to their workers' ready queues."""
+    waiting, now = state.waiting, state.now
+    if waiting is None or waiting.item[0] > now:
+        return state
+    workers: dict[str, Worker] = {}
+    while waiting is not None and waiting.item[0] <= now:
+        _, order, uuid = waiting.item
+        waiting = pop(waiting)
+        job = state.jobs.get(uuid)
+        if job is None or job.running or job.order != order:
+            continue
+        worker = workers.get(job.worker) or state.worker(job.worker)
+        workers[job.worker] = worker._replace(ready=push(worker.ready, (job.acceptable_start, order, uuid)))
+    state = state._replace(waiting=waiting)
+    for name in sorted(workers):
+        state = _put(state, name, workers[name])
+    return state
+
+
+def _ready(state: DispatchState, heap: Heap) -> Heap:
+    """`heap` without the stale entries at its top."""
+    while heap is not None:
+        _, order, uuid = heap.item
+        job = state.jobs.get(uuid)
+        if job is not None and not job.running and job.order == order:
+            return heap
+        heap = pop(heap)
+    return None
+
+
+def _schedule(state: DispatchState, out: Out) -> DispatchState:
+    """Start startable jobs, earliest acceptable start first, while the namespace's and their worker's caps allow."""
+    if state.running >= state.max:
+        return state
+    candidates: list[tuple[tuple[Any, ...], str]] = []
+    touched: dict[str, Worker] = {}
+    for name, worker in state.workers.items():
+        if worker.ready is not None and worker.has_room():
+            ready = _ready(state, worker.ready)
+            if ready is not worker.ready:
+                touched[name] = worker = worker._replace(ready=ready)
+            if ready is not None:
+                candidates.append((ready.item, name))
+    heapq.heapify(candidates)
+    jobs, deadlines, running, now = state.jobs, state.deadlines, state.running, state.now
+    while candidates and running < state.max:
+        (_, order, uuid), name = heapq.heappop(candidates)
+        worker = touched.get(name) or state.workers[name]
+        job = jobs[uuid]._replace(attempt=jobs[uuid].attempt + 1, running=True, started_at=now)
+        job = job._replace(deadline=now + job.timeout_ms)
+        jobs = jobs.set(uuid, job)
+        deadlines = push(deadlines, (job.deadline, order, job.attempt, uuid))
+        running += 1
+        state = state._replace(jobs=jobs)
+        ready = _ready(state, pop(worker.ready)) if worker.ready is not None else None
+        worker = touched[name] = worker._replace(running=worker.running + 1, pending=worker.pending - 1, ready=ready)
+        out.emit(JOB_STARTS, {"type": "JobStarted", "namespace": out.namespace, "uuid": uuid,
+                              "external_id": job.external_id, "worker": name, "info": job.info,
+                              "attempt": job.attempt, "started_at": now, "deadline": job.deadline})
+        if ready is not None and worker.has_room():
+            heapq.heappush(candidates, (ready.item, name))
+    state = state._replace(deadlines=deadlines, running=running)
+    for name in sorted(touched):
+        state = _put(state, name, touched[name])
+    return state
+
+
+def _health(state: DispatchState, out: Out) -> DispatchState:
+    workers, oldest = {}, None
+    for name in sorted(state.workers):
+        worker = state.workers[name]
+        workers[name] = {"running": worker.running, "max": worker.max, "pending": worker.pending}
+        ready = _ready(state, worker.ready)
+        if ready is not None and (oldest is None or ready.item[0] < oldest):
+            oldest = ready.item[0]
+    out.emit(DISPATCHER_HEALTH, {"type": "DispatcherHealth", "namespace": out.namespace, "now": state.now,
+                                 "running": state.running, "max": state.max, "pending": state.pending,
+                                 "oldest_lateness_ms": max(0, state.now - oldest) if oldest is not None else 0,
+                                 "workers": workers})
+    return state

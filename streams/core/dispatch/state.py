@@ -1,0 +1,75 @@
+"""A dispatcher namespace's state: its jobs, its workers' caps and counts, and the queues that order them.
+
+Frozen like every fold's state, and built for a per-record cost that does not grow with the jobs
+pending: the jobs and workers are persistent maps (`pyrsistent`), the queues persistent heaps
+(`heap`), so a record copies O(log n) of them.
+
+Queues (entries that name a job no longer in that status are skipped when they reach the top):
+* `waiting`: pending jobs not yet startable, by (expected_start, order);
+* each worker's `ready`: its startable jobs, by (acceptable_start, order), the start order SPEC §5 fixes;
+* `deadlines`: running attempts, by (deadline, order, attempt).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import NamedTuple
+
+from pyrsistent import PMap, pmap
+
+from streams.core.dispatch.heap import Heap
+
+DEFAULT_MAX_THREADS = 100  # the seed's `elastic_dispatcher_config` row: threads, max 100
+NONE: Mapping[str, int] = MappingProxyType({})
+
+
+class Job(NamedTuple):
+    uuid: str
+    external_id: str
+    info: str
+    worker: str
+    expected_start: int
+    acceptable_start: int
+    order: int  # the job's place among all jobs assigned in the namespace: ties broken by it
+    max_retries: int
+    timeout_ms: int
+    attempt: int = 0  # attempts started so far
+    running: bool = False
+    started_at: int = 0
+    deadline: int = 0
+
+
+class Worker(NamedTuple):
+    max: int | None = None  # None: only the namespace's cap holds
+    running: int = 0
+    pending: int = 0
+    ready: Heap = None
+
+    def has_room(self) -> bool:
+        return self.max is None or self.running < self.max
+
+
+class DispatchState(NamedTuple):
+    offsets: Mapping[str, int] = NONE
+    applied: int = 0
+    seqs: Mapping[str, int] = NONE
+    now: int = 0
+    max: int = DEFAULT_MAX_THREADS
+    running: int = 0
+    assigned: int = 0  # jobs assigned so far: the next job's `order`
+    jobs: PMap[str, Job] = pmap()
+    workers: PMap[str, Worker] = pmap()
+    waiting: Heap = None
+    deadlines: Heap = None
+
+    def next_seq(self, stream: str) -> tuple[DispatchState, int]:
+        seq = self.seqs.get(stream, 0) + 1
+        return self._replace(seqs={**self.seqs, stream: seq}), seq
+
+    def worker(self, name: str) -> Worker:
+        return self.workers.get(name) or Worker()
+
+    @property
+    def pending(self) -> int:
+        return len(self.jobs) - self.running

@@ -1,0 +1,139 @@
+"""The dispatcher's invariants (SPEC §5) over random scripts of commands and ticks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streams.core.dispatch import DispatchState, dump, load
+from tests.core.dispatch.script import Script, assign, command, tick
+
+WORKERS = ("a", "b", "c")
+
+
+@st.composite
+def scripts(draw: st.DrawFn) -> list[tuple[str, Any]]:
+    """Steps: ("cmd", value) or ("finish" | "fail" | "cancel", index of a job assigned so far)."""
+    steps: list[tuple[str, Any]] = []
+    now = 0
+    for _ in range(draw(st.integers(1, 40))):
+        kind = draw(st.sampled_from(["assign", "assign", "tick", "tick", "max", "wmax", "finish", "fail", "cancel"]))
+        if kind == "assign":
+            start = now + draw(st.integers(-50, 300))
+            steps.append(("cmd", assign(draw(st.sampled_from(WORKERS)), max(0, start),
+                                        max(0, start) + draw(st.integers(0, 500)), draw(st.integers(1, 4)),
+                                        max_retries=draw(st.integers(0, 2)), timeout_ms=draw(st.integers(1, 300)))))
+        elif kind == "tick":
+            now += draw(st.integers(-20, 200))
+            steps.append(("cmd", tick(max(0, now))))
+        elif kind == "max":
+            steps.append(("cmd", command("MaxThreadsSet", max=draw(st.integers(0, 4)))))
+        elif kind == "wmax":
+            steps.append(("cmd", command("WorkerMaxSet", worker=draw(st.sampled_from(WORKERS)),
+                                         max=draw(st.integers(0, 3)))))
+        else:
+            steps.append((kind, draw(st.integers(0, 30))))
+    return steps
+
+
+def run(steps: list[tuple[str, Any]], split: int | None = None) -> tuple[Script, list[list[dict[str, Any]]]]:
+    """Fold the script; at `split`, store and reload the state (as a restarted worker would)."""
+    s, uuids, per_step = Script(), [], []
+    for i, (kind, arg) in enumerate(steps):
+        if i == split:
+            s.state = load(dump(s.state))
+        if kind == "cmd":
+            value = arg
+        elif uuids:
+            verb = {"finish": "JobFinished", "fail": "JobFailed", "cancel": "JobCancelled"}[kind]
+            value = command(verb, uuid=uuids[arg % len(uuids)])
+        else:
+            continue
+        outputs = s.feed(value)
+        uuids += [u for o in outputs if o["type"] == "JobsAccepted" for u in o["uuids"]]
+        per_step.append(outputs)
+    return s, per_step
+
+
+@settings(max_examples=300, deadline=None)
+@given(scripts())
+def test_caps_order_and_outcomes_hold(steps: list[tuple[str, Any]]) -> None:
+    s, per_step = run(steps)
+    jobs: dict[str, dict[str, Any]] = {}  # uuid -> what the outputs say of it
+    running: dict[str, str] = {}  # uuid -> worker
+    max_threads, worker_max = DispatchState().max, {}
+    for outputs in per_step:
+        for o in outputs:
+            kind = o["type"]
+            if kind == "JobsAccepted":
+                for u in o["uuids"]:
+                    jobs[u] = {"final": 0, "attempts": 0, "worker": o["worker"]}
+            elif kind == "JobStarted":
+                job = jobs[o["uuid"]]
+                assert job["final"] == 0 and o["uuid"] not in running
+                job["attempts"] += 1
+                assert o["attempt"] == job["attempts"]
+                running[o["uuid"]] = o["worker"]
+            elif kind in ("JobFinished", "JobCancelled", "JobFailedFinally", "JobRetryScheduled", "JobTimedOut"):
+                job = jobs[o["uuid"]]
+                assert job["final"] == 0, "an outcome after the final one"
+                if kind != "JobTimedOut":  # the attempt is over (a timeout is followed by a retry or a failure)
+                    running.pop(o["uuid"], None)
+                if o["final"]:
+                    job["final"] += 1
+            elif kind == "DispatcherHealth":
+                max_threads = o["max"]
+                worker_max = {w: v["max"] for w, v in o["workers"].items()}
+        # the caps hold after every record that started a job (lowering a cap stops nothing that runs)
+        started_now = [o for o in outputs if o["type"] == "JobStarted"]
+        if started_now:
+            assert len(running) <= max_threads
+            for o in started_now:
+                w = o["worker"]
+                cap = worker_max.get(w)
+                assert cap is None or sum(1 for x in running.values() if x == w) <= cap
+    for job in jobs.values():
+        assert job["final"] <= 1
+    assert s.state.running == len(running)
+    for uuid, job in s.state.jobs.items():
+        assert job.attempt <= job.max_retries + 1
+        assert job.expected_start <= job.started_at or not job.running
+        assert job.running == (uuid in running)
+
+
+@settings(max_examples=200, deadline=None)
+@given(scripts(), st.integers(0, 40))
+def test_a_reloaded_state_decides_as_the_one_kept_in_memory(steps: list[tuple[str, Any]], split: int) -> None:
+    _, kept = run(steps)
+    _, reloaded = run(steps, split)
+    assert kept == reloaded
+
+
+@settings(max_examples=200, deadline=None)
+@given(scripts())
+def test_no_startable_job_waits_while_a_later_one_of_a_worker_with_room_starts(steps: list[tuple[str, Any]]) -> None:
+    s = Script()
+    uuids: list[str] = []
+    for kind, arg in steps:
+        if kind != "cmd":
+            if not uuids:
+                continue
+            verb = {"finish": "JobFinished", "fail": "JobFailed", "cancel": "JobCancelled"}[kind]
+            arg = command(verb, uuid=uuids[arg % len(uuids)])
+        outputs = s.feed(arg)
+        uuids += [u for o in outputs if o["type"] == "JobsAccepted" for u in o["uuids"]]
+        state = s.state
+        started = [o for o in outputs if o["type"] == "JobStarted"]
+        if not started:
+            continue
+        # within a record a worker's running count only rises, so a worker with room at the end had room
+        # whenever one of this record's jobs started: none of them may come after a job it left waiting
+        keys = [(state.jobs[o["uuid"]].acceptable_start, state.jobs[o["uuid"]].order) for o in started
+                if o["uuid"] in state.jobs]
+        for job in state.jobs.values():  # left waiting after the record
+            if job.running or job.expected_start > state.now or not state.worker(job.worker).has_room():
+                continue
+            assert state.running >= state.max, f"{job.uuid} startable with room left but not started"
+            assert all(key < (job.acceptable_start, job.order) for key in keys), f"{job.uuid} overtaken"
