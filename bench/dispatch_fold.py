@@ -1,0 +1,80 @@
+"""Per-command cost of the dispatcher fold with 1,000 and 100,000 jobs pending in one namespace.
+
+The namespace holds `--pending` startable jobs (assigned in batches of 10,000, acceptable starts
+spread) under a cap of 100 running, loaded as the worker loads it. Then each timed record is a
+`JobFinished` of a running job, which frees a slot, so the fold starts the next job in order: the
+dispatcher's steady state (two outputs a command: the outcome and the start). Each goes through
+`dispatch.apply` from raw bytes (validation, fold, every output) and its outputs are encoded to
+bytes, as the worker would send them. Medians of --repeat runs.
+Run: `.venv/bin/python bench/dispatch_fold.py [--records 20000]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import statistics
+import time
+
+from machine import describe  # type: ignore[import-not-found]
+
+from streams.core import dispatch
+from streams.core.source import SourceRecord
+
+NS = "bench"
+CAP = 100  # jobs running at once
+
+
+def record(offset: int, value: dict[str, object]) -> SourceRecord:
+    return SourceRecord(dispatch.DISPATCH_COMMANDS, 0, offset, offset, NS.encode(), json.dumps(value).encode())
+
+
+def setup(pending: int) -> tuple[dispatch.DispatchState, int]:
+    """A namespace with CAP jobs running and `pending` startable ones waiting for a slot."""
+    state, offset, total = dispatch.DispatchState(), 0, pending + CAP
+    values: list[dict[str, object]] = [{"type": "MaxThreadsSet", "namespace": NS, "max": CAP}]
+    for b, first in enumerate(range(0, total, 10_000)):
+        values.append({"type": "JobsAssigned", "namespace": NS, "worker": f"w{b % 10}", "start": 0, "end": 1_000_000,
+                       "jobs": [{"external_id": f"{b}-{i}", "timeout_ms": 10**9}
+                                for i in range(min(10_000, total - first))]})
+    for value in values:
+        offset += 1
+        state, _ = dispatch.apply(state, record(offset, value), dispatch.DISPATCH_COMMANDS)
+    return dispatch.load(dispatch.dump(state)), offset
+
+
+def run(pending: int, records: int) -> float:
+    state, offset = setup(pending)
+    # Each finish starts the next job in the dispatcher's order, so the jobs are finished in that order.
+    order = sorted(state.jobs.values(), key=lambda j: (not j.running, j.acceptable_start, j.order))
+    inputs = []
+    for i in range(min(records, pending)):
+        offset += 1
+        inputs.append(record(offset, {"type": "JobFinished", "namespace": NS, "uuid": order[i % len(order)].uuid}))
+    gc.collect()
+    started, outputs_seen = time.perf_counter(), 0
+    for rec in inputs:
+        state, outputs = dispatch.apply(state, rec, dispatch.DISPATCH_COMMANDS)
+        for o in outputs:
+            o.value_bytes()
+        outputs_seen += len(outputs)
+    elapsed = time.perf_counter() - started
+    assert outputs_seen == 2 * len(inputs), "every finish should end one job and start the next"
+    return len(inputs) / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--records", type=int, default=20_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    print(describe())
+    for pending in (1_000, 100_000):
+        rates = [run(pending, args.records) for _ in range(args.repeat)]
+        print(f"{pending:>7,} jobs pending: {statistics.median(rates):>9,.0f} commands/s (JobFinished, each starting "
+              f"the next job; median of {args.repeat})")
+
+
+if __name__ == "__main__":
+    main()
