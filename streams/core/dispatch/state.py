@@ -1,8 +1,8 @@
 """A dispatcher namespace's state: its jobs, its workers' caps and counts, and the queues that order them.
 
-Frozen like every fold's state, and built for a per-record cost that does not grow with the jobs
-pending: the jobs and workers are persistent maps (`pyrsistent`), the queues persistent heaps
-(`heap`), so a record copies O(log n) of them.
+Frozen like every fold's state, and built so that a record's cost grows with the log, not the
+number, of the jobs pending: the jobs and workers are persistent maps (`pyrsistent`), the queues
+persistent heaps (`heap`), so a record copies O(log n) of them.
 
 Queues (entries that name a job no longer in that status are skipped when they reach the top):
 * `waiting`: pending jobs not yet startable, by (expected_start, order);
