@@ -5,7 +5,8 @@ spread) under a cap of 100 running, loaded as the worker loads it. Then each tim
 `JobFinished` of a running job, which frees a slot, so the fold starts the next job in order: the
 dispatcher's steady state (two outputs a command: the outcome and the start). Each goes through
 `dispatch.apply` from raw bytes (validation, fold, every output) and its outputs are encoded to
-bytes, as the worker would send them. Medians of --repeat runs.
+bytes, as the worker would send them, under the worker's garbage-collector settings. Medians of
+--repeat runs.
 Run: `.venv/bin/python bench/dispatch_fold.py [--records 20000]`.
 """
 
@@ -19,6 +20,7 @@ import time
 
 from machine import describe  # type: ignore[import-not-found]
 
+from streams.collector import fewer_collections
 from streams.core import dispatch
 from streams.core.source import SourceRecord
 
@@ -70,6 +72,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     print(describe())
+    fewer_collections()  # as the worker runs
     for pending in (1_000, 100_000):
         rates = [run(pending, args.records) for _ in range(args.repeat)]
         print(f"{pending:>7,} jobs pending: {statistics.median(rates):>9,.0f} commands/s (JobFinished, each starting "

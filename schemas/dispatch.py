@@ -149,7 +149,8 @@ class WorkerLoad(Record):
 
 
 class DispatcherHealth(Record):
-    """The namespace after each input record (on `dispatcher-health`, compacted, key = namespace)."""
+    """The namespace after each Tick, cap change and assign (on `dispatcher-health`, compacted, key =
+    namespace); a finish, failure or cancel writes its outcome, and the next Tick the health."""
 
     type: Literal["DispatcherHealth"] = "DispatcherHealth"
     namespace: str

@@ -52,9 +52,10 @@ class Settings(BaseSettings):
                           "A restarted worker with the same id takes its partitions back without a rebalance")
     log_level: str = "info"
     folds: str = Field(
-        "", description="More folds beside pools and groups, as 'module:NAME' entries separated by commas "
-                        "(each a `streams.core.folds.Fold`); every command registers them before it runs, so "
-                        "the worker folds them and replay, verify, explain and `topics create` know them")
+        "", description="More folds beside the built-in ones (pools, groups, dispatch), as 'module:NAME' entries "
+                        "separated by commas (each a `streams.core.folds.Fold`); every command registers them "
+                        "before it runs, so the worker folds them and replay, verify, explain and `topics create` "
+                        "know them")
 
     def topic(self, name: str) -> str:
         return f"{self.topic_prefix}{name}"

@@ -3,9 +3,10 @@
 Faust subscribes only to topics that exist when a worker starts (a missing source topic is
 "ignored", and records produced to it later are never read), so `tribunal worker` and
 `tribunal topics create` make every topic up front. The input topics must be co-partitioned
-(one partition count, key = pool or group); outputs get the same count so a key's decisions stay
-in one partition, in order. `policies` is compacted (its latest record per pool is the pool's
-policy), and so is `rejection-limits` (its latest record per scheduler is the scheduler's limit).
+(one partition count, key = pool, group or namespace); outputs get the same count so a key's
+decisions stay in one partition, in order. Each fold names its compacted topics (`Fold.compacted`):
+`policies` (the latest record per pool is its policy), `rejection-limits` (per scheduler, its
+limit) and `dispatcher-health` (per namespace, its health).
 Each fold also has an internal `<fold>.repartition` topic, read beside its inputs, that carries
 records to their key's partition (`streams.worker.routing`).
 """

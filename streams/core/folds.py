@@ -57,7 +57,7 @@ class Table(Generic[S]):
 
 @dataclass(frozen=True, slots=True)
 class Fold(Generic[S]):
-    name: str  # the agent's name, and what a key is scoped by ("pools": pool ids; "groups": scheduler groups)
+    name: str  # the agent's name, and what a key is scoped by (pools, scheduler groups, dispatcher namespaces)
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
     compacted: frozenset[str]  # topics (inputs or outputs) whose latest record per key is what counts

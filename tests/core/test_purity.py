@@ -21,7 +21,7 @@ FORBIDDEN_MODULES = {
 FORBIDDEN_CALLS = {"open", "print", "input", "hash", "id", "eval", "exec", "__import__"}
 
 
-def _violations(path: Path) -> list[str]:
+def violations(path: Path) -> list[str]:
     found = []
     for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
         names: list[str] = []
@@ -40,14 +40,14 @@ def _violations(path: Path) -> list[str]:
 def test_core_sources_import_no_io_clock_or_randomness() -> None:
     files = sorted(CORE.rglob("*.py"))
     assert files, "streams/core has no modules"
-    violations = [v for f in files for v in _violations(f)]
-    assert violations == []
+    found = [v for f in files for v in violations(f)]
+    assert found == []
 
 
 def test_the_guard_itself_catches_an_impure_module(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
     bad.write_text("import time\nfrom aiokafka import AIOKafkaProducer\nx = open('f')\n")
-    assert len(_violations(bad)) == 3
+    assert len(violations(bad)) == 3
 
 
 SCRIPT = """

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.core.dispatch.script import command, tick
 from tests.helpers import Worker, produce_all, read_committed, tribunal, wait_until_ready
 
 pytestmark = pytest.mark.integration
@@ -15,7 +16,7 @@ NS = "ns-live"
 
 
 def _cmd(kind: str, **fields: object) -> bytes:
-    return json.dumps({"type": kind, "namespace": NS, **fields}).encode()
+    return json.dumps(command(kind, namespace=NS, **fields)).encode()
 
 
 def test_jobs_start_under_the_caps_finish_frees_a_slot_and_replay_agrees(worker_env: dict[str, str], kafka: str,
@@ -32,8 +33,8 @@ def test_jobs_start_under_the_caps_finish_frees_a_slot_and_replay_agrees(worker_
             (commands, NS.encode(), _cmd("WorkerMaxSet", worker="w1", max=2)),
             (commands, NS.encode(), _cmd("JobsAssigned", worker="w1", start=1_000, end=3_000, jobs=jobs,
                                          request_id="r1")),
-            (ticks, NS.encode(), json.dumps({"type": "Tick", "namespace": NS, "now": 999}).encode()),
-            (ticks, NS.encode(), json.dumps({"type": "Tick", "namespace": NS, "now": 5_000}).encode()),
+            (ticks, NS.encode(), json.dumps(tick(999, namespace=NS)).encode()),
+            (ticks, NS.encode(), json.dumps(tick(5_000, namespace=NS)).encode()),
             (commands, NS.encode(), _cmd("JobFinished", uuid="no-such-job")),
         ]))
         starts = [json.loads(r.value) for r in asyncio.run(read_committed(kafka, f"{unique}.job-starts", 2))]

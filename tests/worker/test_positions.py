@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from streams.worker import positions as positions_module
 from streams.worker.positions import ADMIT, DROP, AskCommitted, AskHeld, Drop, Positions, Stale, Verdict
-from tests.core.test_purity import _violations
+from tests.core.test_purity import violations
 
 TP = ("metrics", 3)
 
@@ -33,7 +33,7 @@ def resolve(positions: Positions, offset: int, generation: int, held: list[int],
 
 
 def test_the_decisions_reach_for_no_io_clock_or_faust() -> None:
-    assert _violations(Path(positions_module.__file__)) == []
+    assert violations(Path(positions_module.__file__)) == []
 
 
 def test_the_first_record_is_admitted_at_the_committed_offset() -> None:

@@ -18,7 +18,7 @@ from streams.core.dispatch.fold import (
     job_uuid,
     key_of,
 )
-from streams.core.dispatch.state import DispatchState, Job, Worker
+from streams.core.dispatch.state import DispatchState
 
 __all__ = ["DISPATCHER_HEALTH", "DISPATCH_COMMANDS", "INPUTS", "JOB_OUTCOMES", "JOB_STARTS", "OUTPUTS", "TICKS",
-           "DispatchState", "Job", "Worker", "acceptable_starts", "apply", "dump", "job_uuid", "key_of", "load"]
+           "DispatchState", "acceptable_starts", "apply", "dump", "job_uuid", "key_of", "load"]

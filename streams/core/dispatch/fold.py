@@ -9,7 +9,8 @@ fails for good after that. `now` comes only from `Tick` records; a Tick at or be
 namespace's `now` changes nothing, so two tickers do no harm.
 
 Cost: a command or Tick that starts or ends k jobs costs about k log n in the n jobs pending
-(persistent maps and heaps, `state`), plus one pass over the workers with startable jobs and room.
+(persistent maps and heaps, `state`), plus one pass over every worker of the namespace (those with
+startable jobs and room become candidates): a price in workers, not jobs.
 """
 
 from __future__ import annotations
@@ -66,13 +67,16 @@ def acceptable_starts(start: int, end: int, n: int) -> list[int]:
 class Out:
     """The outputs of one input record, numbered per stream as they are made."""
 
-    def __init__(self, record: SourceRecord, topic: str, namespace: str, state: DispatchState) -> None:
-        self.record, self.topic, self.namespace = record, topic, namespace
-        self.cause = cause_of(record, state.applied)
-        self.seqs = dict(state.seqs)
+    def __init__(self, record: SourceRecord, namespace: str, state: DispatchState) -> None:
+        self.record, self.namespace, self.state = record, namespace, state
+        self.seqs: dict[str, int] | None = None  # copied from the state's at the first emit
+        self.cause: dict[str, Any] = {}
         self.emits: list[Emit] = []
 
     def emit(self, stream: str, body: dict[str, Any]) -> None:
+        if self.seqs is None:
+            self.seqs = dict(self.state.seqs)
+            self.cause = cause_of(self.record, self.state.applied)
         seq = self.seqs[stream] = self.seqs.get(stream, 0) + 1
         body["cause"] = self.cause
         body["seq"] = seq
@@ -92,11 +96,11 @@ def apply(state: DispatchState, record: SourceRecord, topic: str) -> tuple[Dispa
     namespace = key_of(record, topic)
     try:
         command = _parse(record, topic, namespace)
-        out = Out(record, topic, namespace, admitted)
+        out = Out(record, namespace, admitted)
         after = _HANDLERS[type(command)](admitted, command, out)
     except Rejected as rejection:
         return reject(admitted, record, rejection, namespace, admitted=True)
-    if out.emits:
+    if out.seqs is not None:
         after = after._replace(seqs=out.seqs)
     return after, out.emits
 
@@ -111,7 +115,7 @@ def _parse(record: SourceRecord, topic: str, namespace: str) -> Any:
     except ValidationError as error:
         what = "tick" if topic == TICKS else "command"
         raise Rejected("bad_command", f"invalid {what}: {error_text(error)}") from None
-    if command.namespace != namespace or (bool(record.key) and record_key(record) != namespace):
+    if bool(record.key) and record_key(record) != namespace:  # `namespace` is what the value names
         raise Rejected("namespace_mismatch",
                        f"{command.type} names namespace {command.namespace!r} but its key is {record_key(record)!r}")
     return command
@@ -135,7 +139,7 @@ def _assign(state: DispatchState, command: records.JobsAssigned, out: Out) -> Di
     record = out.record
     for i, (spec, acceptable) in enumerate(zip(command.jobs, acceptable_starts(command.start, command.end,
                                                                              len(command.jobs)), strict=True)):
-        uuid = job_uuid(out.topic, record.partition, record.offset, i)
+        uuid = job_uuid(DISPATCH_COMMANDS, record.partition, record.offset, i)
         order = state.assigned + i
         jobs[uuid] = Job(uuid, spec.external_id, spec.info, command.worker, command.start, acceptable, order,
                          spec.max_retries, spec.timeout_ms)
@@ -290,8 +294,8 @@ def _schedule(state: DispatchState, out: Out) -> DispatchState:
     while candidates and running < state.max:
         (_, order, uuid), name = heapq.heappop(candidates)
         worker = touched.get(name) or state.workers[name]
-        job = jobs[uuid]._replace(attempt=jobs[uuid].attempt + 1, running=True, started_at=now)
-        job = job._replace(deadline=now + job.timeout_ms)
+        job = jobs[uuid]
+        job = job._replace(attempt=job.attempt + 1, running=True, started_at=now, deadline=now + job.timeout_ms)
         jobs = jobs.set(uuid, job)
         deadlines = push(deadlines, (job.deadline, order, job.attempt, uuid))
         running += 1
@@ -310,11 +314,14 @@ def _schedule(state: DispatchState, out: Out) -> DispatchState:
 
 
 def _health(state: DispatchState, out: Out) -> DispatchState:
+    """The namespace's health record; the ready queues it had to clean of dead entries are kept clean."""
     workers, oldest = {}, None
     for name in sorted(state.workers):
         worker = state.workers[name]
         workers[name] = {"running": worker.running, "max": worker.max, "pending": worker.pending}
         ready = _ready(state, worker.ready)
+        if ready is not worker.ready:
+            state = _put(state, name, worker._replace(ready=ready))
         if ready is not None and (oldest is None or ready.item[0] < oldest):
             oldest = ready.item[0]
     out.emit(DISPATCHER_HEALTH, {"type": "DispatcherHealth", "namespace": out.namespace, "now": state.now,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,17 +21,20 @@ def _queue(state: DispatchState) -> list[Job]:
 
 
 def describe(namespace: str, state: DispatchState) -> dict[str, Any]:
-    jobs = sorted(state.jobs.values(), key=lambda j: (not j.running, j.acceptable_start, j.order))
+    jobs = heapq.nsmallest(SHOWN_JOBS, state.jobs.values(),
+                           key=lambda j: (not j.running, j.acceptable_start, j.order))
     return {"namespace": namespace, "now": state.now, "max": state.max, "running": state.running,
             "pending": state.pending,
             "workers": {name: {"running": w.running, "max": w.max, "pending": w.pending}
                         for name, w in sorted(state.workers.items())},
-            "jobs": [job._asdict() for job in jobs[:SHOWN_JOBS]], "jobs_shown": min(len(jobs), SHOWN_JOBS),
+            "jobs": [job._asdict() for job in jobs], "jobs_shown": len(jobs),
             "seqs": dict(sorted(state.seqs.items())), "offsets": dict(sorted(state.offsets.items()))}
 
 
 def explain(before: DispatchState, outputs: list[dict[str, Any]]) -> dict[str, Any]:
     """For each job the record started: where it stood in the queue and the caps it started under."""
+    if not any(o["type"] == "JobStarted" for o in outputs):
+        return {"now_before": before.now, "starts": []}
     queue = {job.uuid: place for place, job in enumerate(_queue(before), 1)}
     starts: list[dict[str, Any]] = []
     namespace_running = before.running

@@ -1,4 +1,4 @@
-"""Build dispatcher input records and fold scripts of them (shared by the dispatcher's tests and bench)."""
+"""Build dispatcher input records and fold scripts of them (the dispatcher's core and live tests)."""
 
 from __future__ import annotations
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from hypothesis import given, settings
@@ -38,9 +39,12 @@ def scripts(draw: st.DrawFn) -> list[tuple[str, Any]]:
     return steps
 
 
-def run(steps: list[tuple[str, Any]], split: int | None = None) -> tuple[Script, list[list[dict[str, Any]]]]:
-    """Fold the script; at `split`, store and reload the state (as a restarted worker would)."""
-    s, uuids, per_step = Script(), [], []
+def folded(steps: list[tuple[str, Any]], split: int | None = None,
+           s: Script | None = None) -> Iterator[tuple[Script, list[dict[str, Any]]]]:
+    """Fold the script step by step, yielding the script and each step's outputs; a finish, failure or
+    cancel names a job assigned so far (skipped before any). At `split`, the state is stored and
+    reloaded, as a restarted worker would."""
+    s, uuids = s or Script(), []
     for i, (kind, arg) in enumerate(steps):
         if i == split:
             s.state = load(dump(s.state))
@@ -53,8 +57,12 @@ def run(steps: list[tuple[str, Any]], split: int | None = None) -> tuple[Script,
             continue
         outputs = s.feed(value)
         uuids += [u for o in outputs if o["type"] == "JobsAccepted" for u in o["uuids"]]
-        per_step.append(outputs)
-    return s, per_step
+        yield s, outputs
+
+
+def run(steps: list[tuple[str, Any]], split: int | None = None) -> tuple[Script, list[list[dict[str, Any]]]]:
+    s = Script()
+    return s, [outputs for _, outputs in folded(steps, split, s)]
 
 
 @settings(max_examples=300, deadline=None)
@@ -114,16 +122,7 @@ def test_a_reloaded_state_decides_as_the_one_kept_in_memory(steps: list[tuple[st
 @settings(max_examples=200, deadline=None)
 @given(scripts())
 def test_no_startable_job_waits_while_a_later_one_of_a_worker_with_room_starts(steps: list[tuple[str, Any]]) -> None:
-    s = Script()
-    uuids: list[str] = []
-    for kind, arg in steps:
-        if kind != "cmd":
-            if not uuids:
-                continue
-            verb = {"finish": "JobFinished", "fail": "JobFailed", "cancel": "JobCancelled"}[kind]
-            arg = command(verb, uuid=uuids[arg % len(uuids)])
-        outputs = s.feed(arg)
-        uuids += [u for o in outputs if o["type"] == "JobsAccepted" for u in o["uuids"]]
+    for s, outputs in folded(steps):
         state = s.state
         started = [o for o in outputs if o["type"] == "JobStarted"]
         if not started:
