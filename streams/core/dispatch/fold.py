@@ -9,14 +9,14 @@ fails for good after that. `now` comes only from `Tick` records; a Tick at or be
 namespace's `now` changes nothing, so two tickers do no harm.
 
 Cost: a command or Tick that starts or ends k jobs costs about k log n in the n jobs pending
-(persistent maps and heaps, `state`), plus one pass over every worker of the namespace (those with
-startable jobs and room become candidates): a price in workers, not jobs.
+(persistent maps and heaps, `state`): the next job to start is the top of `tops`, the merge of the
+workers' queues, so no pass over the workers is made except for the health record (Ticks, caps,
+assigns).
 """
 
 from __future__ import annotations
 
 import hashlib
-import heapq
 from collections.abc import Callable
 from typing import Any
 
@@ -25,7 +25,7 @@ from pydantic import TypeAdapter, ValidationError
 from schemas import dispatch as records
 from streams.core.admission import admit, reject
 from streams.core.deadletter import Rejected
-from streams.core.dispatch.heap import Heap, pop, push
+from streams.core.dispatch.heap import Heap, advance, pop, push, push_run
 from streams.core.dispatch.state import DispatchState, Job, Worker
 from streams.core.intake import error_text, readable
 from streams.core.outputs import Emit
@@ -133,24 +133,24 @@ def _worker_max(state: DispatchState, command: records.WorkerMaxSet, out: Out) -
 
 
 def _assign(state: DispatchState, command: records.JobsAssigned, out: Out) -> DispatchState:
-    worker = state.worker(command.worker)
-    jobs, waiting, ready, uuids = state.jobs.evolver(), state.waiting, worker.ready, []
-    startable = command.start <= state.now
-    record = out.record
-    for i, (spec, acceptable) in enumerate(zip(command.jobs, acceptable_starts(command.start, command.end,
-                                                                             len(command.jobs)), strict=True)):
-        uuid = job_uuid(DISPATCH_COMMANDS, record.partition, record.offset, i)
-        order = state.assigned + i
-        jobs[uuid] = Job(uuid, spec.external_id, spec.info, command.worker, command.start, acceptable, order,
-                         spec.max_retries, spec.timeout_ms)
-        if startable:
-            ready = push(ready, (acceptable, order, uuid))
-        else:
-            waiting = push(waiting, (command.start, order, uuid))
-        uuids.append(uuid)
-    n = len(uuids)
-    state = _put(state._replace(jobs=jobs.persistent(), waiting=waiting, assigned=state.assigned + n),
-                 command.worker, worker._replace(pending=worker.pending + n, ready=ready))
+    worker, record, first = state.worker(command.worker), out.record, state.assigned
+    run, uuids = [], []
+    with state.jobs.mutate() as jobs:
+        for i, (spec, acceptable) in enumerate(zip(command.jobs, acceptable_starts(command.start, command.end,
+                                                                                 len(command.jobs)), strict=True)):
+            uuid = job_uuid(DISPATCH_COMMANDS, record.partition, record.offset, i)
+            jobs[uuid] = Job(uuid, spec.external_id, spec.info, command.worker, command.start, acceptable, first + i,
+                             spec.max_retries, spec.timeout_ms)
+            run.append((acceptable, first + i, uuid))
+            uuids.append(uuid)
+        state = state._replace(jobs=jobs.finish(), assigned=first + len(uuids))
+    # the jobs are in start order already (acceptable starts rise with the order): one queue entry for all
+    if command.start <= state.now:
+        worker = worker._replace(pending=worker.pending + len(uuids), ready=push_run(worker.ready, tuple(run)))
+    else:
+        state = state._replace(waiting=push(state.waiting, (command.start, first, command.worker, tuple(run))))
+        worker = worker._replace(pending=worker.pending + len(uuids))
+    state = _put(state, command.worker, worker)
     out.emit(JOB_OUTCOMES, {"type": "JobsAccepted", "namespace": out.namespace, "worker": command.worker,
                             "request_id": command.request_id, "uuids": uuids})
     return _health(_schedule(state, out), out)
@@ -214,9 +214,18 @@ def _running(state: DispatchState, uuid: str, verb: str) -> Job:
 
 
 def _put(state: DispatchState, name: str, worker: Worker) -> DispatchState:
-    """`state` with `worker`; a worker with no cap, nothing running and nothing pending is not kept."""
+    """`state` with `worker`; a worker with no cap, nothing running and nothing pending is not kept.
+
+    Keeps `tops`: a worker that has room and whose queue's top is new (or whose room is) offers its top."""
     if worker.max is None and not worker.running and not worker.pending:
-        return state._replace(workers=state.workers.discard(name))
+        return state._replace(workers=state.workers.delete(name)) if name in state.workers else state
+    ready = worker.ready
+    if ready is not None and worker.has_room():
+        old = state.workers.get(name)
+        if old is None or old.ready is None or old.ready.item is not ready.item or not old.has_room():
+            acceptable, order, uuid, _, _ = ready.item
+            return state._replace(workers=state.workers.set(name, worker),
+                                  tops=push(state.tops, (acceptable, order, uuid, name)))
     return state._replace(workers=state.workers.set(name, worker))
 
 
@@ -227,7 +236,7 @@ def _forget(state: DispatchState, job: Job) -> DispatchState:
         worker, running = worker._replace(running=worker.running - 1), state.running - 1
     else:
         worker, running = worker._replace(pending=worker.pending - 1), state.running
-    return _put(state._replace(jobs=state.jobs.discard(job.uuid), running=running), job.worker, worker)
+    return _put(state._replace(jobs=state.jobs.delete(job.uuid), running=running), job.worker, worker)
 
 
 def _end_attempt(state: DispatchState, job: Job, out: Out, error: str) -> DispatchState:
@@ -238,7 +247,7 @@ def _end_attempt(state: DispatchState, job: Job, out: Out, error: str) -> Dispat
         return state
     worker = state.worker(job.worker)
     worker = worker._replace(running=worker.running - 1, pending=worker.pending + 1,
-                             ready=push(worker.ready, (job.acceptable_start, job.order, job.uuid)))
+                             ready=push_run(worker.ready, ((job.acceptable_start, job.order, job.uuid),)))
     retry = job._replace(running=False, started_at=0, deadline=0)
     state = _put(state._replace(jobs=state.jobs.set(job.uuid, retry), running=state.running - 1), job.worker, worker)
     out.outcome("JobRetryScheduled", job, state.now, final=False, error=error)
@@ -246,71 +255,56 @@ def _end_attempt(state: DispatchState, job: Job, out: Out, error: str) -> Dispat
 
 
 def _startable(state: DispatchState) -> DispatchState:
-    """Move the jobs whose expected start has come from `waiting` to their workers' ready queues."""
+    """Move the assigns whose expected start has come from `waiting` to their workers' ready queues."""
     waiting, now = state.waiting, state.now
-    if waiting is None or waiting.item[0] > now:
-        return state
-    workers: dict[str, Worker] = {}
     while waiting is not None and waiting.item[0] <= now:
-        _, order, uuid = waiting.item
+        _, _, name, run = waiting.item
         waiting = pop(waiting)
-        job = state.jobs.get(uuid)
-        if job is None or job.running or job.order != order:
-            continue
-        worker = workers.get(job.worker) or state.worker(job.worker)
-        workers[job.worker] = worker._replace(ready=push(worker.ready, (job.acceptable_start, order, uuid)))
-    state = state._replace(waiting=waiting)
-    for name in sorted(workers):
-        state = _put(state, name, workers[name])
-    return state
+        worker = state.worker(name)
+        state = _put(state, name, worker._replace(ready=push_run(worker.ready, run)))
+    return state._replace(waiting=waiting)
 
 
 def _ready(state: DispatchState, heap: Heap) -> Heap:
     """`heap` without the stale entries at its top."""
+    jobs = state.jobs
     while heap is not None:
-        _, order, uuid = heap.item
-        job = state.jobs.get(uuid)
+        _, order, uuid, _, _ = heap.item
+        job = jobs.get(uuid)
         if job is not None and not job.running and job.order == order:
             return heap
-        heap = pop(heap)
+        heap = advance(heap)
     return None
 
 
 def _schedule(state: DispatchState, out: Out) -> DispatchState:
     """Start startable jobs, earliest acceptable start first, while the namespace's and their worker's caps allow."""
-    if state.running >= state.max:
-        return state
-    candidates: list[tuple[tuple[Any, ...], str]] = []
-    touched: dict[str, Worker] = {}
-    for name, worker in state.workers.items():
-        if worker.ready is not None and worker.has_room():
-            ready = _ready(state, worker.ready)
-            if ready is not worker.ready:
-                touched[name] = worker = worker._replace(ready=ready)
-            if ready is not None:
-                candidates.append((ready.item, name))
-    heapq.heapify(candidates)
-    jobs, deadlines, running, now = state.jobs, state.deadlines, state.running, state.now
-    while candidates and running < state.max:
-        (_, order, uuid), name = heapq.heappop(candidates)
-        worker = touched.get(name) or state.workers[name]
-        job = jobs[uuid]
+    tops, now = state.tops, state.now
+    while tops is not None and state.running < state.max:
+        _, order, uuid, name = tops.item
+        tops = pop(tops)
+        worker = state.workers.get(name)
+        if worker is None or worker.ready is None or not worker.has_room():
+            continue  # the worker offers again when it has room
+        top = worker.ready.item
+        if top[2] != uuid or top[1] != order:
+            continue  # an older offer: the worker's current top has its own entry
+        state = state._replace(tops=tops)
+        job = state.jobs.get(uuid)
+        if job is None or job.running or job.order != order:  # a dead entry at the worker's top: offer the next
+            state = _put(state, name, worker._replace(ready=_ready(state, advance(worker.ready))))
+            tops = state.tops
+            continue
         job = job._replace(attempt=job.attempt + 1, running=True, started_at=now, deadline=now + job.timeout_ms)
-        jobs = jobs.set(uuid, job)
-        deadlines = push(deadlines, (job.deadline, order, job.attempt, uuid))
-        running += 1
-        state = state._replace(jobs=jobs)
-        ready = _ready(state, pop(worker.ready)) if worker.ready is not None else None
-        worker = touched[name] = worker._replace(running=worker.running + 1, pending=worker.pending - 1, ready=ready)
+        state = state._replace(jobs=state.jobs.set(uuid, job), running=state.running + 1,
+                               deadlines=push(state.deadlines, (job.deadline, order, job.attempt, uuid)))
+        state = _put(state, name, worker._replace(running=worker.running + 1, pending=worker.pending - 1,
+                                                  ready=_ready(state, advance(worker.ready))))
+        tops = state.tops
         out.emit(JOB_STARTS, {"type": "JobStarted", "namespace": out.namespace, "uuid": uuid,
                               "external_id": job.external_id, "worker": name, "info": job.info,
                               "attempt": job.attempt, "started_at": now, "deadline": job.deadline})
-        if ready is not None and worker.has_room():
-            heapq.heappush(candidates, (ready.item, name))
-    state = state._replace(deadlines=deadlines, running=running)
-    for name in sorted(touched):
-        state = _put(state, name, touched[name])
-    return state
+    return state._replace(tops=tops)
 
 
 def _health(state: DispatchState, out: Out) -> DispatchState:

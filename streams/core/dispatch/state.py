@@ -1,12 +1,19 @@
 """A dispatcher namespace's state: its jobs, its workers' caps and counts, and the queues that order them.
 
 Frozen like every fold's state, and built so that a record's cost grows with the log, not the
-number, of the jobs pending: the jobs and workers are persistent maps (`pyrsistent`), the queues
-persistent heaps (`heap`), so a record copies O(log n) of them.
+number, of the jobs pending: the jobs and workers are persistent hash array mapped tries
+(`immutables.Map`, in C), the queues persistent heaps of sorted runs (`heap`), so a record copies
+O(log n) of them.
 
 Queues (entries that name a job no longer in that status are skipped when they reach the top):
-* `waiting`: pending jobs not yet startable, by (expected_start, order);
-* each worker's `ready`: its startable jobs, by (acceptable_start, order), the start order SPEC §5 fixes;
+* `waiting`: assigns not yet startable, as (expected_start, first order, worker, run): a run is the
+  assign's jobs as (acceptable_start, order, uuid) in start order, moved whole to its worker's
+  `ready` when `now` reaches the expected start;
+* each worker's `ready`: its startable jobs, by (acceptable_start, order), the start order SPEC §5
+  fixes, as run entries (`heap.push_run`);
+* `tops`: the top of each worker's `ready` while the worker has room, as (acceptable_start, order, uuid,
+  worker): the global merge, so a start looks at the workers that can start, not at every worker
+  (an entry that is no longer its worker's top, or whose worker has no room, is dropped when popped);
 * `deadlines`: running attempts, by (deadline, order, attempt).
 """
 
@@ -16,7 +23,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import NamedTuple
 
-from pyrsistent import PMap, pmap
+from immutables import Map
 
 from streams.core.dispatch.heap import Heap
 
@@ -58,10 +65,11 @@ class DispatchState(NamedTuple):
     max: int = DEFAULT_MAX_THREADS
     running: int = 0
     assigned: int = 0  # jobs assigned so far: the next job's `order`
-    jobs: PMap[str, Job] = pmap()
-    workers: PMap[str, Worker] = pmap()
+    jobs: Map[str, Job] = Map()
+    workers: Map[str, Worker] = Map()
     waiting: Heap = None
     deadlines: Heap = None
+    tops: Heap = None
 
     def next_seq(self, stream: str) -> tuple[DispatchState, int]:
         seq = self.seqs.get(stream, 0) + 1

@@ -6,7 +6,6 @@ import heapq
 from collections.abc import Mapping
 from typing import Any
 
-from streams.core.dispatch.heap import items
 from streams.core.dispatch.state import DispatchState, Job
 
 _ENDS = ("JobFinished", "JobCancelled", "JobRetryScheduled", "JobFailedFinally")  # outcomes that end an attempt
@@ -15,8 +14,7 @@ SHOWN_JOBS = 1_000  # a state page lists at most this many jobs (running first, 
 
 def _queue(state: DispatchState) -> list[Job]:
     """The pending jobs that may start now, in the order they will: earlier acceptable start first."""
-    ready = [state.jobs[uuid] for w in state.workers.values() for (_, order, uuid) in items(w.ready)
-             if uuid in state.jobs and not state.jobs[uuid].running and state.jobs[uuid].order == order]
+    ready = [job for job in state.jobs.values() if not job.running and job.expected_start <= state.now]
     return sorted(ready, key=lambda j: (j.acceptable_start, j.order))
 
 
