@@ -43,7 +43,7 @@ def setup(pending: int) -> tuple[dispatch.DispatchState, int]:
     for value in values:
         offset += 1
         state, _ = dispatch.apply(state, record(offset, value), dispatch.DISPATCH_COMMANDS)
-    return dispatch.load(dispatch.dump(state)), offset
+    return dispatch.load(dispatch.dump(state), dispatch.buckets(state)), offset
 
 
 def run(pending: int, records: int) -> float:

@@ -2,7 +2,7 @@
 
 A fold is pure functions and names: its input and output topics, how its state starts, how a
 record changes it (`apply`), whose state a record is (`key_of`), how the state is stored in the
-worker's changelog-backed tables (`tables`, `load`) and how an operator reads it (`describe`,
+worker's changelog-backed tables (`tables`, `parts`, `load`) and how an operator reads it (`describe`,
 `explain`). The worker runs one agent per fold, replay and `explain` route each record to the
 fold that reads its topic, and the topic catalogue is derived from here, so a fold is added by
 writing it and its entry in `FOLDS` (or, for a fold outside this package, `register`).
@@ -11,12 +11,13 @@ writing it and its entry in `FOLDS` (or, for a fold outside this package, `regis
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from streams.core import admission, dispatch, groups, pools
 from streams.core.deadletter import Rejected
+from streams.core.dispatch import codec as dispatch_codec
 from streams.core.dispatch import view as dispatch_view
 from streams.core.groups import codec as group_codec
 from streams.core.groups import view as group_view
@@ -56,6 +57,18 @@ class Table(Generic[S]):
 
 
 @dataclass(frozen=True, slots=True)
+class Parts(Generic[S]):
+    """A changelog-backed table holding a large part of a key's state in pieces, each its own entry
+    (`key/piece`), so that a record rewrites only the pieces it changed (a dispatcher namespace's
+    jobs, in buckets): Kafka takes at most 1 MB a request, and a key's whole state can be more."""
+
+    name: str
+    changed: Callable[[S, S], Iterable[str]]  # the pieces a record changed, from the state before and after it
+    dump: Callable[[S, str], Any]  # one piece's entry
+    listed: Callable[[Any], Iterable[str]]  # the pieces a key has, from its entry in the fold's first table
+
+
+@dataclass(frozen=True, slots=True)
 class Fold(Generic[S]):
     name: str  # the agent's name, and what a key is scoped by (pools, scheduler groups, dispatcher namespaces)
     inputs: tuple[str, ...]
@@ -65,11 +78,13 @@ class Fold(Generic[S]):
     apply: Callable[[S, SourceRecord, str], tuple[S, list[Emit]]]
     key_of: Callable[[SourceRecord, str], str]  # the one state a record of a logical input belongs to
     tables: tuple[Table[S], ...]  # the first is written for every change (a key exists if it has an entry)
-    load: Callable[..., S]  # the state from each table's stored entry (None where it has none), in `tables` order
+    load: Callable[..., S]  # the state from each table's stored entry (None where it has none), in `tables` order,
+    # then for each of `parts` a mapping of its pieces' entries
     describe: Callable[[str, S], dict[str, Any]]  # a key's state as an operator reads it
     explain: Callable[[S, list[dict[str, Any]]], dict[str, Any]] = nothing_to_add  # from the state before and
     # the record's decoded outputs: what `explain` adds to the generic input, before, after and outputs
     render: Callable[[Mapping[str, Any]], list[str]] = as_json  # `explain`'s text lines for what it found
+    parts: tuple[Parts[S], ...] = ()
 
     def reject(self, state: S, record: SourceRecord, rejection: Rejected, key: str) -> tuple[S, list[Emit]]:
         """The dead letter for `record`, as the shell writes it for a record it could not fold."""
@@ -93,7 +108,8 @@ GROUPS: Fold[groups.GroupState] = Fold(
 DISPATCH: Fold[dispatch.DispatchState] = Fold(
     "dispatch", dispatch.INPUTS, dispatch.OUTPUTS, frozenset({dispatch.DISPATCHER_HEALTH}), dispatch.DispatchState,
     dispatch.apply, dispatch.key_of, tables=(Table("dispatch-state", dispatch.dump),), load=dispatch.load,
-    describe=dispatch_view.describe, explain=dispatch_view.explain, render=dispatch_view.render)
+    describe=dispatch_view.describe, explain=dispatch_view.explain, render=dispatch_view.render,
+    parts=(Parts("dispatch-jobs", dispatch_codec.touched, dispatch_codec.dump_bucket, dispatch_codec.listed),))
 FOLDS: list[Fold[Any]] = []
 BY_INPUT: dict[str, Fold[Any]] = {}
 BY_NAME: dict[str, Fold[Any]] = {}

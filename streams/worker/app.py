@@ -112,7 +112,8 @@ def create_app(settings: Settings) -> faust.App:
     )
     progress = Progress()
     continuity = Continuity(app, settings.kafka_bootstrap)
-    keepers = [Keeper[Any](fold, [_table(app, t.name, settings) for t in fold.tables]) for fold in folds.FOLDS]
+    keepers = [Keeper[Any](fold, [_table(app, t.name, settings) for t in fold.tables],
+                           [_table(app, p.name, settings) for p in fold.parts]) for fold in folds.FOLDS]
     checkpoint = Checkpoint(app, settings, continuity, keepers, settings.max_batch, settings.commit_interval)
     app.task(checkpoint.run)
     inputs: set[str] = set()

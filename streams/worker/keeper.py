@@ -19,11 +19,13 @@ class Keeper(Generic[S]):
     recovery rebuilt.
     """
 
-    def __init__(self, fold: Fold[Any], tables: list[Any]) -> None:
+    def __init__(self, fold: Fold[Any], tables: list[Any], parts: list[Any] | None = None) -> None:
         self.fold = fold
         self.tables = tables  # Faust tables, in `fold.tables` order
+        self.parts = parts or []  # Faust tables, in `fold.parts` order
         self.cache: dict[str, S] = {}
         self._changed: dict[str, set[int]] = {}  # key -> the other tables to write at the next batch
+        self._pieces: dict[str, dict[int, set[str]]] = {}  # key -> for each of `parts`, the pieces to write
 
     def exists(self, key: str) -> bool:
         return key in self.cache or self.tables[0].get(key) is not None
@@ -31,7 +33,10 @@ class Keeper(Generic[S]):
     def load(self, key: str) -> S:
         state = self.cache.get(key)
         if state is None:
-            state = self.cache[key] = self.fold.load(*(table.get(key) for table in self.tables))
+            entries = [table.get(key) for table in self.tables]
+            pieces = [{name: table.get(f"{key}/{name}") for name in part.listed(entries[0])}
+                      for part, table in zip(self.fold.parts, self.parts, strict=True)]
+            state = self.cache[key] = self.fold.load(*entries, *pieces)
         return state
 
     def keep(self, key: str, before: S, after: S) -> None:
@@ -39,15 +44,22 @@ class Keeper(Generic[S]):
         for i, table in enumerate(self.fold.tables[1:], 1):
             if table.changed(before, after):
                 self._changed.setdefault(key, set()).add(i)
+        for i, part in enumerate(self.fold.parts):
+            names = part.changed(before, after)
+            if names:
+                self._pieces.setdefault(key, {}).setdefault(i, set()).update(names)
 
     def writes(self, key: str) -> list[tuple[Any, str, Any]]:
         """(table, key, value) for each table entry that stores `key`'s current state."""
         state = self.cache[key]
-        parts = self.fold.tables
-        # The tables that change rarely first (a pool's policies): under at-least-once a crash between two
-        # writes then leaves a policy without its state, never a state whose policy is missing.
-        return [(self.tables[i], key, parts[i].dump(state)) for i in (*sorted(self._changed.pop(key, ())), 0)]
+        tables = self.fold.tables
+        # Pieces and the tables that change rarely first (a pool's policies): under at-least-once a crash
+        # between two writes then leaves a policy without its state, never a state whose policy is missing.
+        pieces = [(self.parts[i], f"{key}/{name}", self.fold.parts[i].dump(state, name))
+                  for i, names in sorted(self._pieces.pop(key, {}).items()) for name in sorted(names)]
+        return pieces + [(self.tables[i], key, tables[i].dump(state)) for i in (*sorted(self._changed.pop(key, ())), 0)]
 
     def forget(self) -> None:
         self.cache.clear()
         self._changed.clear()
+        self._pieces.clear()

@@ -64,3 +64,34 @@ def test_jobs_start_under_the_caps_finish_frees_a_slot_and_replay_agrees(worker_
         assert worker.alive
     finally:
         worker.stop()
+
+
+def test_an_assign_of_ten_thousand_jobs_is_stored_in_buckets_and_survives_a_kill(
+        worker_env: dict[str, str], kafka: str, unique: str, tmp_path: Path) -> None:
+    """The schema's largest assign: its namespace's state is over Kafka's 1 MB request as one entry,
+    so the jobs are stored in buckets; a SIGKILLed worker recovers them all from the changelogs."""
+    tribunal("topics", "create", env=worker_env)
+    commands = f"{unique}.dispatch-commands"
+    worker = Worker(worker_env, tmp_path / "worker.log")
+    worker.start()
+    try:
+        wait_until_ready(worker, 1)
+        jobs = [{"external_id": f"e{i}", "info": f"{i:030d}", "timeout_ms": 60_000} for i in range(10_000)]
+        asyncio.run(produce_all(kafka, [
+            (commands, NS.encode(), _cmd("MaxThreadsSet", max=3)),
+            (commands, NS.encode(), _cmd("JobsAssigned", worker="w1", start=0, end=10_000, jobs=jobs)),
+        ]))
+        starts = asyncio.run(read_committed(kafka, f"{unique}.job-starts", 3))
+        assert len(starts) == 3, worker.log()[-3000:]
+        worker.kill()
+        worker.start()
+        wait_until_ready(worker, 2)
+        state = json.loads(tribunal("state", "--fold", "dispatch", "--key", NS, env=worker_env).stdout)
+        assert (state["running"], state["pending"], state["workers"]["w1"]["pending"]) == (3, 9_997, 9_997)
+        asyncio.run(produce_all(kafka, [(commands, NS.encode(),
+                                         _cmd("JobFinished", uuid=json.loads(starts[0].value)["uuid"]))]))
+        starts = [json.loads(r.value) for r in asyncio.run(read_committed(kafka, f"{unique}.job-starts", 4))]
+        assert starts[3]["external_id"] == "e3"
+        assert "writing a batch failed" not in worker.log(), worker.log()[-3000:]
+    finally:
+        worker.stop()

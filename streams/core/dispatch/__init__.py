@@ -4,7 +4,7 @@
 rules), `codec` (the table entry), `view` (what operators read).
 """
 
-from streams.core.dispatch.codec import dump, load
+from streams.core.dispatch.codec import buckets, dump, load
 from streams.core.dispatch.fold import (
     DISPATCH_COMMANDS,
     DISPATCHER_HEALTH,
@@ -21,4 +21,4 @@ from streams.core.dispatch.fold import (
 from streams.core.dispatch.state import DispatchState
 
 __all__ = ["DISPATCHER_HEALTH", "DISPATCH_COMMANDS", "INPUTS", "JOB_OUTCOMES", "JOB_STARTS", "OUTPUTS", "TICKS",
-           "DispatchState", "acceptable_starts", "apply", "dump", "job_uuid", "key_of", "load"]
+           "DispatchState", "acceptable_starts", "apply", "buckets", "dump", "job_uuid", "key_of", "load"]

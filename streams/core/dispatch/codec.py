@@ -1,4 +1,8 @@
-"""A namespace's state as JSON for the worker's table, and back; the queues are rebuilt on load.
+"""A namespace's state as JSON for the worker's tables, and back; the queues are rebuilt on load.
+
+Two tables: `dispatch-state` holds the namespace's counters, caps, seqs and the names of its job
+buckets (rewritten by every record, and small); `dispatch-jobs` holds each bucket's jobs under
+`namespace/bucket` (`state.Jobs`), rewritten only when a record changed one of its jobs.
 
 Only the jobs are stored, not the heaps: each queue follows from the jobs' status and `now` (one
 run per worker's ready jobs, one per worker and expected start of those not yet due), and stale
@@ -7,37 +11,57 @@ entries (jobs finished or cancelled since they were queued) vanish on the way.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from immutables import Map
 
 from streams.core.dispatch.heap import push, push_run
-from streams.core.dispatch.state import DispatchState, Job, Worker
+from streams.core.dispatch.state import DispatchState, Job, Jobs, Worker, bucket_of
 
 
 def dump(state: DispatchState) -> dict[str, Any]:
     return {
         "now": state.now, "max": state.max, "assigned": state.assigned,
         "caps": {name: w.max for name, w in sorted(state.workers.items()) if w.max is not None},
-        "jobs": [list(job) for job in sorted(state.jobs.values(), key=lambda j: j.order)],
+        "buckets": sorted(state.jobs.buckets.keys()),
         "seqs": dict(sorted(state.seqs.items())), "offsets": dict(sorted(state.offsets.items())),
         "applied": state.applied,
     }
 
 
-def load(data: Mapping[str, Any] | None) -> DispatchState:
+def dump_bucket(state: DispatchState, name: str) -> list[list[Any]]:
+    """One bucket's jobs in assignment order (an empty list once its last job is gone)."""
+    bucket = state.jobs.buckets.get(name)
+    return [] if bucket is None else [list(job) for job in sorted(bucket.values(), key=lambda j: j.order)]
+
+
+def touched(before: DispatchState, after: DispatchState) -> frozenset[str]:
+    """The buckets a record changed."""
+    return frozenset() if after is before else after.jobs.touched
+
+
+def listed(entry: Mapping[str, Any] | None) -> list[str]:
+    """The buckets a `dispatch-state` entry names."""
+    return list(entry["buckets"]) if entry else []
+
+
+def buckets(state: DispatchState) -> dict[str, list[list[Any]]]:
+    """Every bucket's entry: the state as `load` takes it, with `dump`."""
+    return {name: dump_bucket(state, name) for name in state.jobs.buckets}
+
+
+def load(data: Mapping[str, Any] | None, stored: Mapping[str, Iterable[list[Any]] | None] = Map()) -> DispatchState:
     if not data:
         return DispatchState()
     now = int(data["now"])
     workers = {name: Worker(max=int(cap)) for name, cap in data["caps"].items()}
-    jobs: dict[str, Job] = {}
+    jobs = sorted((Job(*fields) for name in data["buckets"] for fields in stored.get(name) or ()),
+                  key=lambda j: j.order)
     ready: dict[str, list[tuple[int, int, str]]] = {}
     later: dict[tuple[str, int], list[tuple[int, int, str]]] = {}  # (worker, expected start): an assign not yet due
     deadlines, running = None, 0
-    for fields in data["jobs"]:  # in order: each list below is sorted by (acceptable start, order)
-        job = Job(*fields)
-        jobs[job.uuid] = job
+    for job in jobs:  # in order: each list below is sorted by (acceptable start, order)
         worker = workers.get(job.worker) or Worker()
         if job.running:
             running += 1
@@ -60,6 +84,10 @@ def load(data: Mapping[str, Any] | None) -> DispatchState:
             workers[name] = worker._replace(ready=push_run(None, queue))
             if worker.has_room():
                 tops = push(tops, (*queue[0], name))
+    by_bucket: dict[str, dict[str, Job]] = {}
+    for job in jobs:
+        by_bucket.setdefault(bucket_of(job.uuid), {})[job.uuid] = job
     return DispatchState(offsets=dict(data["offsets"]), applied=int(data["applied"]), seqs=dict(data["seqs"]),
                          now=now, max=int(data["max"]), running=running, assigned=int(data["assigned"]),
-                         jobs=Map(jobs), workers=Map(workers), waiting=waiting, deadlines=deadlines, tops=tops)
+                         jobs=Jobs(Map({name: Map(b) for name, b in by_bucket.items()}), len(jobs)),
+                         workers=Map(workers), waiting=waiting, deadlines=deadlines, tops=tops)

@@ -93,6 +93,8 @@ def apply(state: DispatchState, record: SourceRecord, topic: str) -> tuple[Dispa
     admitted = admit(state, record)
     if admitted is None:
         return state, []
+    if admitted.jobs.touched:  # `touched` names the job buckets this record changes (`Jobs`)
+        admitted = admitted._replace(jobs=admitted.jobs.untouched())
     namespace = key_of(record, topic)
     try:
         command = _parse(record, topic, namespace)
@@ -134,16 +136,15 @@ def _worker_max(state: DispatchState, command: records.WorkerMaxSet, out: Out) -
 
 def _assign(state: DispatchState, command: records.JobsAssigned, out: Out) -> DispatchState:
     worker, record, first = state.worker(command.worker), out.record, state.assigned
-    run, uuids = [], []
-    with state.jobs.mutate() as jobs:
-        for i, (spec, acceptable) in enumerate(zip(command.jobs, acceptable_starts(command.start, command.end,
-                                                                                 len(command.jobs)), strict=True)):
-            uuid = job_uuid(DISPATCH_COMMANDS, record.partition, record.offset, i)
-            jobs[uuid] = Job(uuid, spec.external_id, spec.info, command.worker, command.start, acceptable, first + i,
-                             spec.max_retries, spec.timeout_ms)
-            run.append((acceptable, first + i, uuid))
-            uuids.append(uuid)
-        state = state._replace(jobs=jobs.finish(), assigned=first + len(uuids))
+    run, jobs = [], []
+    for i, (spec, acceptable) in enumerate(zip(command.jobs, acceptable_starts(command.start, command.end,
+                                                                             len(command.jobs)), strict=True)):
+        uuid = job_uuid(DISPATCH_COMMANDS, record.partition, record.offset, i)
+        jobs.append(Job(uuid, spec.external_id, spec.info, command.worker, command.start, acceptable, first + i,
+                        spec.max_retries, spec.timeout_ms))
+        run.append((acceptable, first + i, uuid))
+    uuids = [job.uuid for job in jobs]
+    state = state._replace(jobs=state.jobs.added(jobs), assigned=first + len(jobs))
     # the jobs are in start order already (acceptable starts rise with the order): one queue entry for all
     if command.start <= state.now:
         worker = worker._replace(pending=worker.pending + len(uuids), ready=push_run(worker.ready, tuple(run)))
@@ -249,7 +250,7 @@ def _end_attempt(state: DispatchState, job: Job, out: Out, error: str) -> Dispat
     worker = worker._replace(running=worker.running - 1, pending=worker.pending + 1,
                              ready=push_run(worker.ready, ((job.acceptable_start, job.order, job.uuid),)))
     retry = job._replace(running=False, started_at=0, deadline=0)
-    state = _put(state._replace(jobs=state.jobs.set(job.uuid, retry), running=state.running - 1), job.worker, worker)
+    state = _put(state._replace(jobs=state.jobs.set(retry), running=state.running - 1), job.worker, worker)
     out.outcome("JobRetryScheduled", job, state.now, final=False, error=error)
     return state
 
@@ -296,7 +297,7 @@ def _schedule(state: DispatchState, out: Out) -> DispatchState:
             tops = state.tops
             continue
         job = job._replace(attempt=job.attempt + 1, running=True, started_at=now, deadline=now + job.timeout_ms)
-        state = state._replace(jobs=state.jobs.set(uuid, job), running=state.running + 1,
+        state = state._replace(jobs=state.jobs.set(job), running=state.running + 1,
                                deadlines=push(state.deadlines, (job.deadline, order, job.attempt, uuid)))
         state = _put(state, name, worker._replace(running=worker.running + 1, pending=worker.pending - 1,
                                                   ready=_ready(state, advance(worker.ready))))

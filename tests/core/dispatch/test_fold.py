@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from streams.core import dispatch
-from streams.core.dispatch import acceptable_starts, dump, load
+from streams.core.dispatch import acceptable_starts, buckets, dump, load
 from tests.core.dispatch.script import NS, Script, assign, command, tick
 
 
@@ -159,12 +159,12 @@ def test_the_table_entry_gives_back_a_state_that_decides_the_same() -> None:
     later = [tick(100), tick(160), tick(400), tick(900)]
     whole = Script()
     whole.feed_all(commands)
-    stored = dump(whole.state)
+    stored, jobs = dump(whole.state), buckets(whole.state)
     whole_after = whole.feed_all(later)
-    restored = Script(load(stored))
+    restored = Script(load(stored, jobs))
     restored.offset = len(commands)
     assert restored.feed_all(later) == whole_after
-    assert dump(load(stored)) == stored
+    assert dump(load(stored, jobs)) == stored and buckets(load(stored, jobs)) == jobs
 
 
 def test_outputs_validate_against_their_models() -> None:

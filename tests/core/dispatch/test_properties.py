@@ -8,7 +8,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streams.core.dispatch import DispatchState, dump, load
+from streams.core.dispatch import DispatchState, buckets, dump, load
+from streams.core.dispatch.codec import dump_bucket, touched
 from tests.core.dispatch.script import Script, assign, command, tick
 
 WORKERS = ("a", "b", "c")
@@ -47,7 +48,7 @@ def folded(steps: list[tuple[str, Any]], split: int | None = None,
     s, uuids = s or Script(), []
     for i, (kind, arg) in enumerate(steps):
         if i == split:
-            s.state = load(dump(s.state))
+            s.state = load(dump(s.state), buckets(s.state))
         if kind == "cmd":
             value = arg
         elif uuids:
@@ -105,7 +106,8 @@ def test_caps_order_and_outcomes_hold(steps: list[tuple[str, Any]]) -> None:
     for job in jobs.values():
         assert job["final"] <= 1
     assert s.state.running == len(running)
-    for uuid, job in s.state.jobs.items():
+    for job in s.state.jobs.values():
+        uuid = job.uuid
         assert job.attempt <= job.max_retries + 1
         assert job.expected_start <= job.started_at or not job.running
         assert job.running == (uuid in running)
@@ -136,3 +138,16 @@ def test_no_startable_job_waits_while_a_later_one_of_a_worker_with_room_starts(s
                 continue
             assert state.running >= state.max, f"{job.uuid} startable with room left but not started"
             assert all(key < (job.acceptable_start, job.order) for key in keys), f"{job.uuid} overtaken"
+
+
+@settings(max_examples=200, deadline=None)
+@given(scripts())
+def test_the_buckets_a_record_touched_are_all_it_changed(steps: list[tuple[str, Any]]) -> None:
+    """The worker rewrites only the job buckets a record touched: kept that way, the stored buckets are the state's."""
+    stored: dict[str, list[list[Any]]] = {}
+    before = DispatchState()
+    for s, _ in folded(steps):
+        for name in touched(before, s.state):
+            stored[name] = dump_bucket(s.state, name)
+        before = s.state
+        assert {name: jobs for name, jobs in stored.items() if jobs} == buckets(s.state)
