@@ -1,4 +1,5 @@
-"""Export every record model's JSON Schema to schemas/json/ (`python -m schemas.export`)."""
+"""Export every record model's JSON Schema to schemas/json/, and the dispatcher API's OpenAPI document to
+schemas/openapi/ (`python -m schemas.export`)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from schemas.dispatch import (
     Tick,
     WorkerMaxSet,
 )
+from schemas.dispatch_api import openapi
 from schemas.envelope import CommandEnvelope, MetricBody
 from schemas.limits import (
     Alert,
@@ -54,6 +56,7 @@ MODELS: tuple[type[BaseModel], ...] = (
     MaxThreadsSet, Tick, WorkerMaxSet,
 )
 JSON_DIR = Path(__file__).resolve().parent / "json"
+OPENAPI = Path(__file__).resolve().parent / "openapi" / "dispatcher-api.json"
 
 
 def rendered() -> dict[str, str]:
@@ -64,6 +67,10 @@ def rendered() -> dict[str, str]:
     }
 
 
+def rendered_openapi() -> str:
+    return json.dumps(openapi(), indent=2, sort_keys=True) + "\n"
+
+
 def export(directory: Path = JSON_DIR) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     written = []
@@ -71,6 +78,10 @@ def export(directory: Path = JSON_DIR) -> list[Path]:
         path = directory / name
         path.write_text(text)
         written.append(path)
+    if directory == JSON_DIR:
+        OPENAPI.parent.mkdir(exist_ok=True)
+        OPENAPI.write_text(rendered_openapi())
+        written.append(OPENAPI)
     return written
 
 

@@ -123,3 +123,24 @@ async def read_log(bootstrap: str, topics: list[str], on_batch: Any = None) -> l
     finally:
         await consumer.stop()
     return records
+
+
+def worker_page(where: str, *path: str) -> Any:
+    """The JSON a worker's web page `/path/.../` answers (any worker: it forwards to the key's owner)."""
+    import urllib.error
+    import urllib.parse
+    import urllib.request
+
+    url = f"http://{where}/" + "".join(f"{urllib.parse.quote(p, safe='')}/" for p in path)
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return json.loads(response.read())
+    except urllib.error.HTTPError as e:
+        kind = NotFound if e.code == 404 else TribunalError
+        raise kind(f"{' '.join(path)}: the worker at {where} answered {e.code}") from None
+    except (urllib.error.URLError, OSError) as e:
+        raise TribunalError(f"no worker answers at {where}: {getattr(e, 'reason', e)}") from None
+
+
+class NotFound(TribunalError):
+    """The worker holds no such key or item."""

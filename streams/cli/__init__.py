@@ -1,4 +1,4 @@
-"""The `tribunal` command line: one module per family (infra, worker, groups, records, audit).
+"""The `tribunal` command line: one module per family (infra, worker, groups, dispatch, records, audit).
 
 Every failure tribunal anticipates is a `TribunalError`, printed as one line on stderr with exit
 status 1; settings come from flags, then `TRIBUNAL_*` / `KAFKA_BOOTSTRAP` environment variables.
@@ -14,7 +14,7 @@ from streams.errors import ConfigError, TribunalError
 from streams.settings import Settings
 
 # isort: off
-from streams.cli import infra, worker, groups, records, audit  # noqa: F401  (each registers its commands, in help's order)
+from streams.cli import infra, worker, groups, dispatch, records, audit  # noqa: F401  (each registers its commands, in help's order)
 # isort: on
 
 __all__ = ["cli", "main", "register_folds"]

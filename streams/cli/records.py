@@ -20,6 +20,28 @@ from streams.cli.base import (
 from streams.errors import TribunalError
 
 
+def _web() -> str:
+    settings = settings_from()
+    return f"{settings.web_host}:{settings.web_port}"
+
+
+def _print_namespace(body: dict[str, Any]) -> None:
+    typer.echo(f"namespace {body['namespace']}: now {body['now']}, running {body['running']} of {body['max']}, "
+               f"pending {body['pending']}")
+    typer.echo(f"  {'worker':<20} {'running':>7} {'max':>5} {'pending':>8}")
+    for name, w in body["workers"].items():
+        typer.echo(f"  {name:<20} {w['running']:>7} {w['max'] if w['max'] is not None else '-':>5} {w['pending']:>8}")
+    shown = body["jobs"][:20]
+    if shown:
+        typer.echo(f"  {'job':<36}  {'worker':<12} {'status':<8} {'attempt':>7} {'acceptable start':>16}")
+    for j in shown:
+        typer.echo(f"  {j['uuid']:<36}  {j['worker']:<12} {'running' if j['running'] else 'pending':<8} "
+                   f"{j['attempt']:>7} {j['acceptable_start']:>16}")
+    if body["pending"] + body["running"] > len(shown):
+        typer.echo(f"  ... {body['pending'] + body['running'] - len(shown)} more (--json lists up to "
+                   f"{body['jobs_shown']})")
+
+
 # -- producing and following ------------------------------------------------------------------
 @cli.command("metric")
 def metric(app: Annotated[str, typer.Argument(help="App name, e.g. ats")],
@@ -102,30 +124,25 @@ def policy_apply(file: Annotated[Path, typer.Argument(help="Policy file: a recor
 @cli.command("state")
 def state(pool: Annotated[str | None, typer.Option(help="Pool id")] = None,
           group: Annotated[str | None, typer.Option(help="Scheduler group id")] = None,
+          namespace: Annotated[str | None, typer.Option(help="Dispatcher namespace")] = None,
           fold: Annotated[str | None, typer.Option(help="Or any fold of the catalogue by name (with --key)")] = None,
           key: Annotated[str | None, typer.Option(help="The key, with --fold")] = None,
           as_json: Annotated[bool, typer.Option("--json", help="Print the raw JSON")] = False,
           web: Annotated[str | None, typer.Option(help="Worker web endpoint host:port "
                                                   "(default $TRIBUNAL_WEB_HOST:$TRIBUNAL_WEB_PORT)")] = None) -> None:
-    """Show a pool (instances, metricals, free capacity, policy), a scheduler group, or a key of any fold."""
-    import urllib.error
-    import urllib.parse
-    import urllib.request
+    """Show a pool (instances, metricals, free capacity, policy), a scheduler group, a dispatcher namespace,
+    or a key of any fold."""
+    from streams.io import worker_page
 
-    named = [(s, k) for s, k in (("pools", pool), ("groups", group), (fold, key)) if s is not None and k is not None]
+    named = [(s, k) for s, k in (("pools", pool), ("groups", group), ("dispatch", namespace), (fold, key))
+             if s is not None and k is not None]
     if len(named) != 1 or (fold is None) != (key is None):
-        raise TribunalError("name exactly one of --pool, --group, or --fold with --key")
+        raise TribunalError("name exactly one of --pool, --group, --namespace, or --fold with --key")
     [(scope, key)] = named
-    settings = settings_from()
-    where = web or f"{settings.web_host}:{settings.web_port}"
-    url = f"http://{where}/{scope}/{urllib.parse.quote(key, safe='')}/"
-    try:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            body = json.loads(response.read())
-    except urllib.error.HTTPError as e:
-        raise TribunalError(f"{scope} {key!r}: the worker at {where} answered {e.code}") from None
-    except (urllib.error.URLError, OSError) as e:
-        raise TribunalError(f"no worker answers at {where}: {getattr(e, 'reason', e)}") from None
+    body = worker_page(web or _web(), scope, key)
+    if namespace is not None and not as_json:
+        _print_namespace(body)
+        return
     if as_json or pool is None:
         typer.echo(json.dumps(body, indent=2, sort_keys=True))
         return

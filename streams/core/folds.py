@@ -85,6 +85,7 @@ class Fold(Generic[S]):
     # the record's decoded outputs: what `explain` adds to the generic input, before, after and outputs
     render: Callable[[Mapping[str, Any]], list[str]] = as_json  # `explain`'s text lines for what it found
     parts: tuple[Parts[S], ...] = ()
+    item: Callable[[S, str], dict[str, Any] | None] | None = None  # one named thing in a key's state (a job)
 
     def reject(self, state: S, record: SourceRecord, rejection: Rejected, key: str) -> tuple[S, list[Emit]]:
         """The dead letter for `record`, as the shell writes it for a record it could not fold."""
@@ -109,6 +110,7 @@ DISPATCH: Fold[dispatch.DispatchState] = Fold(
     "dispatch", dispatch.INPUTS, dispatch.OUTPUTS, frozenset({dispatch.DISPATCHER_HEALTH}), dispatch.DispatchState,
     dispatch.apply, dispatch.key_of, tables=(Table("dispatch-state", dispatch.dump),), load=dispatch.load,
     describe=dispatch_view.describe, explain=dispatch_view.explain, render=dispatch_view.render,
+    item=dispatch_view.job,
     parts=(Parts("dispatch-jobs", dispatch_codec.touched, dispatch_codec.dump_bucket, dispatch_codec.listed),))
 FOLDS: list[Fold[Any]] = []
 BY_INPUT: dict[str, Fold[Any]] = {}

@@ -140,7 +140,8 @@ def create_app(settings: Settings) -> faust.App:
 
 
 def add_state_page(app: faust.App, keeper: Keeper[Any]) -> None:
-    """`/{fold}/{key}/`: one key's state as JSON (the fold's `describe`), answered by whichever worker holds it."""
+    """`/{fold}/{key}/`: one key's state as JSON (the fold's `describe`), answered by whichever worker holds it;
+    `/{fold}/{key}/{name}/`: one named thing in it (a dispatcher's job by uuid), for a fold with `item`."""
     fold = keeper.fold
 
     @app.page(f"/{fold.name}/{{key}}/")
@@ -149,3 +150,15 @@ def add_state_page(app: faust.App, keeper: Keeper[Any]) -> None:
         if not keeper.exists(key):
             return web.json({"key": key, "error": f"no such key in {fold.name}"}, status=404)
         return web.json(fold.describe(key, keeper.load(key)))
+
+    item = fold.item
+    if item is None:
+        return
+
+    @app.page(f"/{fold.name}/{{key}}/{{name}}/")
+    @app.table_route(table=keeper.tables[0], match_info="key")
+    async def item_view(web: View, request: Request, key: str, name: str) -> Response:
+        found = item(keeper.load(key), name) if keeper.exists(key) else None
+        if found is None:
+            return web.json({"key": key, "name": name, "error": f"no {name!r} in {fold.name} {key!r}"}, status=404)
+        return web.json(found)

@@ -16,7 +16,6 @@ import asyncio
 import json
 import logging
 import random
-import socket
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from typing import Any
 
 from streams.core.groups import JOB_EVENTS, SCHEDULER_EVENTS
 from streams.settings import Settings
+from streams.zk.election import stand
 from streams.zk.layout import Layout, is_group
 from streams.zk.publisher import Publisher
 
@@ -238,7 +238,6 @@ class Bridge:
 
     async def run(self) -> None:
         from kazoo.client import KazooClient
-        from kazoo.exceptions import KazooException
 
         zk = KazooClient(hosts=self.settings.zookeeper_hosts, timeout=self.session_timeout)
         zk.add_listener(self._on_state)
@@ -247,19 +246,14 @@ class Bridge:
             await asyncio.to_thread(zk.start, 30)
             try:
                 await asyncio.to_thread(zk.ensure_path, self.layout.root)
-                identifier = f"{socket.gethostname()}:{threading.get_native_id()}"
-                while not self.stopping.is_set():
-                    self.election = zk.Election(self.layout.election, identifier)
-                    try:
-                        await asyncio.to_thread(self.election.run, self._lead, zk)
-                    except KazooException as e:  # the session ended under the election: run again
-                        log.warning("leader election interrupted: %r", e)
-                    if not self.stopping.is_set():
-                        await asyncio.sleep(1.0)
+                await stand(zk, self.layout.election, lambda: self._lead(zk), self.stopping, self._elected)
             finally:
                 self.stopping.set()
                 await asyncio.to_thread(zk.stop)
                 zk.close()
+
+    def _elected(self, election: Any) -> None:
+        self.election = election
 
     def stop(self) -> None:
         self.stopping.set()

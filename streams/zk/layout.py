@@ -5,6 +5,7 @@
     {root}/{group}/owners/{job}      ephemeral, the owner's id: creating it is the acquisition lock
     {root}/{group}/offline/{id}      the offline list (persistent, set by operators and `rebalance`)
     {root}/.bridge-election          the bridges' leader election (names starting with "." are not groups)
+    {root}/.ticker-election          the dispatcher tickers' leader election
 """
 
 from __future__ import annotations
@@ -24,6 +25,10 @@ class Layout:
     @property
     def election(self) -> str:
         return f"{self.root}/.bridge-election"
+
+    @property
+    def ticker_election(self) -> str:
+        return f"{self.root}/.ticker-election"
 
     def group(self, group: str) -> str:
         return f"{self.root}/{group}"

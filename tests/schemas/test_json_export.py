@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from schemas.export import JSON_DIR, rendered
+import json
+
+from schemas.export import JSON_DIR, OPENAPI, rendered, rendered_openapi
 
 
 def test_exported_json_schemas_are_current() -> None:
@@ -12,3 +14,11 @@ def test_exported_json_schemas_are_current() -> None:
     extra = sorted(set(on_disk) - set(expected))
     assert not stale and not extra, (
         f"stale: {stale}, no longer exported: {extra}; run `.venv/bin/python -m schemas.export`")
+
+
+def test_the_checked_in_openapi_document_is_current_and_valid() -> None:
+    from openapi_spec_validator import validate
+
+    text = rendered_openapi()
+    assert OPENAPI.read_text() == text, "stale; run `.venv/bin/python -m schemas.export`"
+    validate(json.loads(text))  # raises on an invalid OpenAPI 3.1 document

@@ -29,6 +29,15 @@ def describe(namespace: str, state: DispatchState) -> dict[str, Any]:
             "seqs": dict(sorted(state.seqs.items())), "offsets": dict(sorted(state.offsets.items()))}
 
 
+def job(state: DispatchState, uuid: str) -> dict[str, Any] | None:
+    """One pending or running job (finished, failed and cancelled jobs have left the state: see job-outcomes)."""
+    found = state.jobs.get(uuid)
+    if found is None:
+        return None
+    status = "running" if found.running else "pending" if found.expected_start > state.now else "startable"
+    return {**found._asdict(), "status": status, "now": state.now}
+
+
 def explain(before: DispatchState, outputs: list[dict[str, Any]]) -> dict[str, Any]:
     """For each job the record started: where it stood in the queue and the caps it started under."""
     if not any(o["type"] == "JobStarted" for o in outputs):

@@ -1,0 +1,116 @@
+"""The dispatcher's REST API (`tribunal dispatcher-api`): request and response bodies, and its OpenAPI document.
+
+The paths name the namespace (and the worker or job); the bodies carry the rest of each command
+of `schemas.dispatch`. A write answers 202 with where its record was written (the outputs' `cause`
+names the same coordinates); a bad request answers 404 or 422 with an RFC 9457 problem body.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field, model_validator
+from pydantic.json_schema import models_json_schema
+
+from schemas.common import Record
+from schemas.dispatch import MAX_JOBS_PER_ASSIGN, JobSpec, Millis, Name
+
+
+class CapBody(Record):
+    max: int = Field(ge=0, description="jobs that may run at once")
+
+
+class AssignBody(Record):
+    """The seed's `JobAssign`: expected at `start`, acceptable starts spread evenly over [start, end]."""
+
+    worker: Name
+    start: Millis
+    end: Millis
+    jobs: list[JobSpec] = Field(min_length=1, max_length=MAX_JOBS_PER_ASSIGN)
+    request_id: str | None = Field(None, max_length=200)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> AssignBody:
+        if self.end < self.start:
+            raise ValueError(f"end {self.end} is before start {self.start}")
+        return self
+
+
+class FailBody(Record):
+    error: str = Field("", max_length=10_000)
+
+
+class Written(Record):
+    """Where the command's record was written (202 Accepted: the worker decides when it folds it)."""
+
+    topic: str
+    partition: int
+    offset: int
+    uuids: list[str] | None = Field(None, description="an assign's jobs' uuids, in order")
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str
+    errors: list[dict[str, Any]] | None = None
+
+
+MODELS: tuple[type[BaseModel], ...] = (AssignBody, CapBody, FailBody, Problem, Written)
+NS = {"name": "namespace", "in": "path", "required": True, "schema": {"type": "string"}}
+WORKER = {"name": "worker", "in": "path", "required": True, "schema": {"type": "string"}}
+UUID = {"name": "uuid", "in": "path", "required": True, "schema": {"type": "string"}}
+
+
+def _ref(model: str) -> dict[str, Any]:
+    return {"$ref": f"#/components/schemas/{model}"}
+
+
+def _problem(description: str) -> dict[str, Any]:
+    return {"description": description, "content": {"application/problem+json": {"schema": _ref("Problem")}}}
+
+
+def _write(summary: str, params: list[dict[str, Any]], body: str | None) -> dict[str, Any]:
+    operation: dict[str, Any] = {
+        "summary": summary, "parameters": params,
+        "responses": {"202": {"description": "written to dispatch-commands",
+                              "content": {"application/json": {"schema": _ref("Written")}}},
+                      "422": _problem("the body or a path parameter is invalid"),
+                      "503": _problem("Kafka did not take the record")}}
+    if body is not None:
+        operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(body)}}}
+    return {"post": operation}
+
+
+def _read(summary: str, params: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"get": {"summary": summary, "parameters": params,
+                    "responses": {"200": {"description": "as the worker holds it",
+                                          "content": {"application/json": {"schema": {"type": "object"}}}},
+                                  "404": _problem("no such namespace or job"),
+                                  "503": _problem("no worker answered")}}}
+
+
+def openapi() -> dict[str, Any]:
+    """The API's OpenAPI 3.1 document (served at /openapi.json, checked in as schemas/openapi/dispatcher-api.json)."""
+    _, schemas = models_json_schema([(m, "validation") for m in MODELS], ref_template="#/components/schemas/{model}")
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "tribunal dispatcher API", "version": "1",
+                 "description": __doc__.split("\n\n", 1)[1].replace("\n", " ").strip()},
+        "paths": {
+            "/namespaces/{namespace}": _read("A namespace: caps, counts, workers and up to 1,000 jobs", [NS]),
+            "/namespaces/{namespace}/max-threads": _write("Set the namespace's cap (setMaxThreads)", [NS], "CapBody"),
+            "/namespaces/{namespace}/workers/{worker}/max": _write("Set a worker's cap", [NS, WORKER], "CapBody"),
+            "/namespaces/{namespace}/assignments": _write("Assign jobs (assignJob)", [NS], "AssignBody"),
+            "/namespaces/{namespace}/jobs/{uuid}": _read("A pending or running job", [NS, UUID]),
+            "/namespaces/{namespace}/jobs/{uuid}/finish": _write("Report a running job done (finishJob)",
+                                                                 [NS, UUID], None),
+            "/namespaces/{namespace}/jobs/{uuid}/fail": _write("Report a running job's attempt failed",
+                                                               [NS, UUID], "FailBody"),
+            "/namespaces/{namespace}/jobs/{uuid}/cancel": _write("Cancel a pending or running job", [NS, UUID], None),
+        },
+        "components": {"schemas": schemas["$defs"]},
+    }

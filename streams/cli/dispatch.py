@@ -1,0 +1,184 @@
+"""The dispatcher: `tribunal ticker`, `tribunal executor`, `tribunal jobs ...`, `tribunal dispatcher-api`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from streams.cli.base import Bootstrap, Prefix, cli, open_file, settings_from
+from streams.cli.groups import Root, SessionTimeout, ZkHosts, _serve
+from streams.errors import TribunalError
+
+jobs_cli = typer.Typer(no_args_is_help=True, help="Dispatcher jobs: assign, finish, fail, cancel, show; caps.")
+cli.add_typer(jobs_cli, name="jobs")
+Namespace = Annotated[str, typer.Option("--namespace", "-n", help="Dispatcher namespace (the record key)")]
+Web = Annotated[str | None, typer.Option(help="Worker web endpoint host:port (default "
+                                         "$TRIBUNAL_WEB_HOST:$TRIBUNAL_WEB_PORT)")]
+
+
+def _until_stopped(run: Callable[[], Awaitable[None]], stop_service: Callable[[], None] | None) -> None:
+    """Run a service until it ends or SIGTERM / Ctrl-C asks it to stop (`stop_service`, else cancelled)."""
+    import contextlib
+
+    async def serve(stop: asyncio.Event) -> None:
+        task = asyncio.ensure_future(run())
+        stopped = asyncio.create_task(stop.wait())
+        await asyncio.wait([task, stopped], return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
+        if stop_service is not None:
+            stop_service()
+        else:
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    _serve(serve)
+
+
+@cli.command("ticker")
+def ticker(interval_ms: Annotated[int, typer.Option(min=1, help="Milliseconds between ticks")] = 100,
+           namespace: Annotated[list[str] | None, typer.Option(
+               "--namespace", "-n", help="Tick this namespace even while it has no work (repeatable)")] = None,
+           bootstrap: Bootstrap = None, zookeeper: ZkHosts = None, topic_prefix: Prefix = None,
+           root: Root = "/tribunal", session_timeout: SessionTimeout = 6.0) -> None:
+    """Write the dispatcher's clock: a Tick per namespace with work, every interval; one ticker ticks at a time."""
+    from streams.dispatcher.ticker import Ticker
+    from streams.topics import create_topics
+    from streams.zk.layout import Layout
+
+    settings = settings_from(kafka_bootstrap=bootstrap, zookeeper_hosts=zookeeper, topic_prefix=topic_prefix)
+    create_topics(settings)
+    service = Ticker(settings, interval_ms / 1000, Layout(root), session_timeout, frozenset(namespace or ()))
+    _until_stopped(service.run, service.stop)
+
+
+@cli.command("executor")
+def executor(worker: Annotated[str, typer.Option(help="The worker (tenant) whose jobs this process runs")],
+             namespace: Namespace = "default",
+             seconds: Annotated[float, typer.Option(min=0, help="How long each job runs")] = 1.0,
+             fail_every: Annotated[int, typer.Option(min=0, help="Report every k-th attempt failed (0: none)")] = 0,
+             run_log: Annotated[Path | None, typer.Option(help="Append a JSON line per job start and end")] = None,
+             bootstrap: Bootstrap = None, topic_prefix: Prefix = None) -> None:
+    """A demo tenant: runs each job it is started with (a sleep), then finishes it (or fails it)."""
+    from streams.dispatcher.executor import Executor
+
+    settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
+    log = open_file(run_log, "a") if run_log is not None else None
+    service = Executor(settings, namespace, worker, seconds, fail_every, log)
+    try:
+        _until_stopped(service.run, service.stop)
+    finally:
+        if log is not None:
+            log.close()
+
+
+def _client(bootstrap: str | None, topic_prefix: str | None, namespace: str,
+            call: Callable[[Any], Awaitable[Any]]) -> Any:
+    from aiokafka.errors import KafkaError
+
+    from streams.dispatcher import DispatcherClient
+
+    settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
+
+    async def go() -> Any:
+        async with DispatcherClient(settings, namespace) as client:
+            return await call(client)
+
+    try:
+        return asyncio.run(go())
+    except KafkaError as e:
+        raise TribunalError(f"cannot write to {settings.kafka_bootstrap}: {e}") from None
+
+
+def _echo_written(what: str, written: Any) -> None:
+    typer.echo(f"{what}: {written.topic}[{written.partition}]@{written.offset}")
+
+
+@jobs_cli.command("assign")
+def jobs_assign(worker: Annotated[str, typer.Option(help="Worker (tenant) the jobs belong to")],
+                namespace: Namespace = "default",
+                count: Annotated[int, typer.Option(min=1, max=10_000, help="How many jobs")] = 1,
+                start: Annotated[int | None, typer.Option(help="Expected start, ms since the epoch "
+                                                          "(default: now + --in)")] = None,
+                start_in: Annotated[float, typer.Option("--in", help="Seconds from now to the expected start")] = 0.0,
+                window: Annotated[float, typer.Option(min=0, help="Seconds from the expected start to the "
+                                                      "last acceptable start")] = 0.0,
+                external_id: Annotated[str, typer.Option(help="External id prefix (job i gets PREFIX-i)")] = "job",
+                info: Annotated[str, typer.Option(help="Opaque info handed to the listener")] = "",
+                max_retries: Annotated[int, typer.Option(min=0)] = 0,
+                timeout_ms: Annotated[int, typer.Option(min=1)] = 60_000,
+                request_id: Annotated[str | None, typer.Option(help="Echoed in JobsAccepted")] = None,
+                bootstrap: Bootstrap = None, topic_prefix: Prefix = None) -> None:
+    """Assign jobs (the seed's JobAssign): expected at START, acceptable starts spread over the window."""
+    from streams.dispatcher import JobAssign
+
+    first = start if start is not None else int((time.time() + start_in) * 1000)
+    assign = JobAssign(worker).start(first).end(first + int(window * 1000))
+    for i in range(count):
+        assign.job(f"{external_id}-{i}" if count > 1 else external_id, info, max_retries, timeout_ms)
+    if request_id:
+        assign.request(request_id)
+    assigned = _client(bootstrap, topic_prefix, namespace, lambda c: c.assign_job(assign))
+    _echo_written(f"assigned {count} job(s) to {worker} in {namespace}", assigned.written)
+    for uuid in assigned.uuids:
+        typer.echo(uuid)
+
+
+def _job_command(verb: str) -> Callable[..., None]:
+    def command(uuid: Annotated[str, typer.Argument(help="The job's uuid")], namespace: Namespace = "default",
+                error: Annotated[str, typer.Option(help="Why it failed (fail only)")] = "",
+                bootstrap: Bootstrap = None, topic_prefix: Prefix = None) -> None:
+        calls = {"finish": lambda c: c.finish_job(uuid), "fail": lambda c: c.fail_job(uuid, error),
+                 "cancel": lambda c: c.cancel_job(uuid)}
+        _echo_written(f"{verb} {uuid}", _client(bootstrap, topic_prefix, namespace, calls[verb]))
+
+    command.__doc__ = {"finish": "Report a running job done (the seed's finishJob).",
+                       "fail": "Report a running job's attempt failed (retried while attempts remain).",
+                       "cancel": "Cancel a pending or running job."}[verb]
+    return command
+
+
+for _verb in ("finish", "fail", "cancel"):
+    jobs_cli.command(_verb)(_job_command(_verb))
+
+
+@jobs_cli.command("max")
+def jobs_max(threads: Annotated[int, typer.Option(min=0, help="Jobs that may run at once")],
+             namespace: Namespace = "default",
+             worker: Annotated[str | None, typer.Option(help="A worker's cap instead of the namespace's")] = None,
+             bootstrap: Bootstrap = None, topic_prefix: Prefix = None) -> None:
+    """Set the namespace's cap (the seed's setMaxThreads) or one worker's."""
+    if worker is None:
+        written = _client(bootstrap, topic_prefix, namespace, lambda c: c.set_max_threads(threads))
+        _echo_written(f"namespace {namespace}: at most {threads} running", written)
+    else:
+        written = _client(bootstrap, topic_prefix, namespace, lambda c: c.set_worker_max(worker, threads))
+        _echo_written(f"worker {worker} in {namespace}: at most {threads} running", written)
+
+
+@jobs_cli.command("show")
+def jobs_show(uuid: Annotated[str, typer.Argument(help="The job's uuid")], namespace: Namespace = "default",
+              web: Web = None) -> None:
+    """A pending or running job as the worker holds it (ended jobs: see `tribunal tail job-outcomes`)."""
+    from streams.io import worker_page
+
+    settings = settings_from()
+    body = worker_page(web or f"{settings.web_host}:{settings.web_port}", "dispatch", namespace, uuid)
+    typer.echo(json.dumps(body, indent=2, sort_keys=True))
+
+
+@cli.command("dispatcher-api")
+def dispatcher_api(host: Annotated[str, typer.Option(help="Address to listen on")] = "127.0.0.1",
+                   port: Annotated[int, typer.Option(help="Port to listen on")] = 8080,
+                   web: Web = None, bootstrap: Bootstrap = None, topic_prefix: Prefix = None) -> None:
+    """Serve the dispatcher's REST API (OpenAPI at /openapi.json): writes to Kafka, reads from the worker."""
+    from streams.dispatcher.api import serve
+
+    settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
+    _until_stopped(lambda: serve(settings, host, port, web or f"{settings.web_host}:{settings.web_port}"), None)

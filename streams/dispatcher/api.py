@@ -1,0 +1,146 @@
+"""`tribunal dispatcher-api`: the dispatcher's REST API (aiohttp, as the worker's own web server).
+
+Writes become records on `dispatch-commands` through `DispatcherClient` and answer 202 with the
+record's coordinates once the broker has it (the worker decides when it folds it: watch
+`job-starts` and `job-outcomes`, or read the job back). Reads come from the worker's tables, through
+its state pages (any worker answers: Faust forwards to the one holding the namespace). Errors are
+RFC 9457 problem bodies: 422 for a body or parameter that does not validate, 404 for an unknown
+namespace, job or path, 503 when Kafka or the worker does not answer. The OpenAPI document is
+`schemas.dispatch_api.openapi()`, served at /openapi.json.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+from pydantic import BaseModel, ValidationError
+
+from schemas import dispatch as records
+from schemas.dispatch_api import AssignBody, CapBody, FailBody, Problem, Written, openapi
+from streams.dispatcher.client import DispatcherClient, JobAssign
+from streams.errors import TribunalError
+from streams.io import NotFound, worker_page
+from streams.settings import Settings
+
+log = logging.getLogger(__name__)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def problem(status: int, title: str, detail: str, errors: list[dict[str, Any]] | None = None) -> web.Response:
+    body = Problem(title=title, status=status, detail=detail, errors=errors).model_dump(exclude_none=True)
+    return web.Response(status=status, text=json.dumps(body), content_type="application/problem+json")
+
+
+def invalid(error: ValidationError) -> web.Response:
+    errors = [{"loc": list(e["loc"]), "msg": e["msg"]} for e in error.errors(include_url=False)]
+    detail = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in errors)
+    return problem(422, "Unprocessable Content", detail, errors)
+
+
+@web.middleware
+async def problems(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every error as a problem body."""
+    try:
+        return await handler(request)
+    except ValidationError as e:
+        return invalid(e)
+    except NotFound as e:
+        return problem(404, "Not Found", str(e))
+    except web.HTTPException as e:
+        return problem(e.status, e.reason, e.text or e.reason)
+    except TribunalError as e:
+        return problem(503, "Service Unavailable", str(e))
+
+
+class Api:
+    def __init__(self, settings: Settings, client: DispatcherClient, worker_web: str) -> None:
+        self.settings, self.client, self.worker_web = settings, client, worker_web
+
+    async def _body(self, request: web.Request, model: type[BaseModel]) -> Any:
+        raw = await request.read()
+        return model.model_validate_json(raw or b"{}")
+
+    async def _send(self, command: BaseModel, uuids: list[str] | None = None) -> web.Response:
+        from aiokafka.errors import KafkaError
+
+        try:
+            written = await self.client.send(command)
+        except KafkaError as e:
+            raise TribunalError(f"Kafka did not take the record: {e}") from None
+        body = Written(topic=written.topic, partition=written.partition, offset=written.offset, uuids=uuids)
+        return web.json_response(body.model_dump(exclude_none=True), status=202)
+
+    async def max_threads(self, request: web.Request) -> web.Response:
+        body = await self._body(request, CapBody)
+        return await self._send(records.MaxThreadsSet(namespace=request.match_info["namespace"], max=body.max))
+
+    async def worker_max(self, request: web.Request) -> web.Response:
+        body = await self._body(request, CapBody)
+        return await self._send(records.WorkerMaxSet(namespace=request.match_info["namespace"],
+                                                     worker=request.match_info["worker"], max=body.max))
+
+    async def assign(self, request: web.Request) -> web.Response:
+        body = await self._body(request, AssignBody)
+        assign = JobAssign(body.worker, body.start, body.end, list(body.jobs), body.request_id)
+        assigned = await self.client.assign_job(assign, request.match_info["namespace"])
+        written = assigned.written
+        return web.json_response(Written(topic=written.topic, partition=written.partition, offset=written.offset,
+                                         uuids=assigned.uuids).model_dump(), status=202)
+
+    async def finish(self, request: web.Request) -> web.Response:
+        return await self._send(records.JobFinished(namespace=request.match_info["namespace"],
+                                                    uuid=request.match_info["uuid"]))
+
+    async def fail(self, request: web.Request) -> web.Response:
+        body = await self._body(request, FailBody)
+        return await self._send(records.JobFailed(namespace=request.match_info["namespace"],
+                                                  uuid=request.match_info["uuid"], error=body.error))
+
+    async def cancel(self, request: web.Request) -> web.Response:
+        return await self._send(records.JobCancelled(namespace=request.match_info["namespace"],
+                                                     uuid=request.match_info["uuid"]))
+
+    async def show_namespace(self, request: web.Request) -> web.Response:
+        found = await asyncio.to_thread(worker_page, self.worker_web, "dispatch", request.match_info["namespace"])
+        return web.json_response(found)
+
+    async def show_job(self, request: web.Request) -> web.Response:
+        found = await asyncio.to_thread(worker_page, self.worker_web, "dispatch", request.match_info["namespace"],
+                                        request.match_info["uuid"])
+        return web.json_response(found)
+
+    async def openapi(self, request: web.Request) -> web.Response:
+        return web.json_response(openapi())
+
+    def app(self) -> web.Application:
+        app = web.Application(middlewares=[problems])
+        ns = "/namespaces/{namespace}"
+        app.router.add_get("/openapi.json", self.openapi)
+        app.router.add_get(ns, self.show_namespace)
+        app.router.add_post(f"{ns}/max-threads", self.max_threads)
+        app.router.add_post(f"{ns}/workers/{{worker}}/max", self.worker_max)
+        app.router.add_post(f"{ns}/assignments", self.assign)
+        app.router.add_get(f"{ns}/jobs/{{uuid}}", self.show_job)
+        app.router.add_post(f"{ns}/jobs/{{uuid}}/finish", self.finish)
+        app.router.add_post(f"{ns}/jobs/{{uuid}}/fail", self.fail)
+        app.router.add_post(f"{ns}/jobs/{{uuid}}/cancel", self.cancel)
+        return app
+
+
+async def serve(settings: Settings, host: str, port: int, worker_web: str) -> None:
+    """Serve until cancelled."""
+    async with DispatcherClient(settings, namespace="") as client:
+        runner = web.AppRunner(Api(settings, client, worker_web).app())
+        await runner.setup()
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        log.info("dispatcher API on http://%s:%d (OpenAPI at /openapi.json)", host, port)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await runner.cleanup()

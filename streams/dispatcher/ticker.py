@@ -1,0 +1,131 @@
+"""`tribunal ticker`: the dispatcher's clock, written to the log as `Tick` records.
+
+The dispatcher's fold never reads a clock (replay must start every job at the same `now`), so a
+ticker writes the time: every `interval` (100 ms by default) one `Tick {namespace, now}` per
+namespace with jobs pending or running, keyed by namespace so that it lands on the partition the
+namespace's state lives in. The namespaces come from the compacted `dispatcher-health` topic (the
+fold writes a namespace's health after assigns, cap changes and ticks) plus any named with
+`--namespace`. One ticker ticks at a time (kazoo's Election among the replicas); a second one
+would do no harm (a Tick at or before a namespace's `now` changes nothing), it would only double
+the records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from streams import kafka
+from streams.core.dispatch import DISPATCHER_HEALTH, TICKS
+from streams.settings import Settings
+from streams.zk.election import stand
+from streams.zk.layout import Layout
+
+log = logging.getLogger(__name__)
+
+
+def tick(namespace: str, now_ms: int) -> bytes:
+    return orjson.dumps({"type": "Tick", "namespace": namespace, "now": now_ms})
+
+
+@dataclass
+class Ticker:
+    settings: Settings
+    interval: float = 0.1
+    layout: Layout = field(default_factory=Layout)
+    session_timeout: float = 6.0
+    always: frozenset[str] = frozenset()  # namespaces ticked whether or not they have work
+    active: dict[str, bool] = field(default_factory=dict)  # namespace -> has jobs pending or running
+    leading: threading.Event = field(default_factory=threading.Event)
+    stopping: threading.Event = field(default_factory=threading.Event)
+    session_lost: threading.Event = field(default_factory=threading.Event)
+    sent: int = 0
+    election: Any = None
+
+    def namespaces(self) -> list[str]:
+        return sorted(self.always | {ns for ns, busy in self.active.items() if busy})
+
+    def learn(self, healths: Iterable[dict[str, Any]]) -> None:
+        """Which namespaces have work, from their latest health records."""
+        for health in healths:
+            self.active[health["namespace"]] = bool(health.get("pending") or health.get("running"))
+
+    # -- leadership (kazoo's thread) ---------------------------------------------------------------
+    def _lead(self) -> None:
+        log.info("elected: ticking every %.0f ms", self.interval * 1000)
+        self.session_lost.clear()
+        self.leading.set()
+        while not self.stopping.is_set() and not self.session_lost.is_set():
+            self.stopping.wait(0.2)
+        self.leading.clear()
+        log.info("no longer ticking")
+
+    def _on_state(self, state: str) -> None:
+        from kazoo.protocol.states import KazooState
+
+        if state == KazooState.LOST:
+            self.session_lost.set()
+
+    # -- the loops (asyncio) -----------------------------------------------------------------------
+    async def _follow_health(self) -> None:
+        consumer = kafka.consumer(self.settings.kafka_bootstrap, self.settings.topic(DISPATCHER_HEALTH),
+                                  auto_offset_reset="earliest")
+        await consumer.start()
+        try:
+            while not self.stopping.is_set():
+                batch = await consumer.getmany(timeout_ms=200)
+                self.learn(orjson.loads(m.value) for records in batch.values() for m in records
+                           if m.value is not None)
+        finally:
+            await consumer.stop()
+
+    async def _tick(self) -> None:
+        producer = kafka.producer(self.settings.kafka_bootstrap, linger_ms=2, acks="all")
+        await producer.start()
+        topic = self.settings.topic(TICKS)
+        loop = asyncio.get_running_loop()
+        try:
+            due = loop.time()
+            while not self.stopping.is_set():
+                if self.leading.is_set():
+                    now = int(time.time() * 1000)
+                    sent = [await producer.send(topic, tick(ns, now), key=ns.encode()) for ns in self.namespaces()]
+                    await asyncio.gather(*sent)
+                    self.sent += len(sent)
+                due = max(due + self.interval, loop.time())  # behind: tick now, not in a burst
+                await asyncio.sleep(due - loop.time())
+        finally:
+            await producer.stop()
+
+    async def run(self) -> None:
+        from kazoo.client import KazooClient
+
+        zk = KazooClient(hosts=self.settings.zookeeper_hosts, timeout=self.session_timeout)
+        zk.add_listener(self._on_state)
+        await asyncio.to_thread(zk.start, 30)
+        tasks = [asyncio.create_task(self._follow_health()), asyncio.create_task(self._tick()),
+                 asyncio.create_task(stand(zk, self.layout.ticker_election, self._lead, self.stopping, self._elected))]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                task.result()  # a loop that failed (the broker unreachable): the ticker stops with its error
+        finally:
+            self.stop()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.to_thread(zk.stop)
+            zk.close()
+
+    def _elected(self, election: Any) -> None:
+        self.election = election
+
+    def stop(self) -> None:
+        self.stopping.set()
+        if self.election is not None:
+            self.election.cancel()
