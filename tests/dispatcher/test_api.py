@@ -1,0 +1,92 @@
+"""The dispatcher's REST API live: writes answer 202 with their coordinates, reads come from the worker,
+bad requests get problem bodies, and the served OpenAPI document is the checked-in one."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from schemas.export import OPENAPI
+from streams.infra.cluster import free_ports
+from tests.helpers import Service, Worker, wait_until_ready
+
+pytestmark = pytest.mark.integration
+
+
+def call(base: str, method: str, path: str, body: Any = None, raw: bytes | None = None) -> tuple[int, str, Any]:
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    request = urllib.request.Request(base + path, data=data, method=method,
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return response.status, response.headers.get_content_type(), json.loads(response.read())
+    except urllib.error.HTTPError as e:
+        return e.code, e.headers.get_content_type(), json.loads(e.read())
+
+
+def test_the_rest_api_writes_reads_and_refuses_with_problems(worker_env: dict[str, str], worker: Worker,
+                                                            tmp_path: Path) -> None:
+    [port] = free_ports(1)
+    api = Service(worker_env, tmp_path / "api.log", "dispatcher-api", "--port", str(port))
+    api.start()
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_ready(worker, 1)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                status, _, served = call(base, "GET", "/openapi.json")
+                break
+            except (urllib.error.URLError, ConnectionError):
+                assert time.monotonic() < deadline, api.log()
+                time.sleep(0.2)
+        assert status == 200 and served == json.loads(OPENAPI.read_text())
+
+        status, _, body = call(base, "POST", "/namespaces/api/max-threads", {"max": 1})
+        assert status == 202 and body["topic"].endswith("dispatch-commands") and body["offset"] >= 0
+        jobs = [{"external_id": "x", "timeout_ms": 600_000}, {"external_id": "y"}]
+        status, _, body = call(base, "POST", "/namespaces/api/assignments",
+                               {"worker": "w1", "start": 0, "end": 10, "jobs": jobs, "request_id": "r-1"})
+        assert status == 202 and len(body["uuids"]) == 2, body
+        x, y = body["uuids"]
+
+        deadline = time.monotonic() + 60  # start 0 <= now 0: x starts with the assign, y waits for the cap
+        while (found := call(base, "GET", f"/namespaces/api/jobs/{x}"))[0] != 200 or found[2]["status"] != "running":
+            assert time.monotonic() < deadline, (found, worker.log()[-2000:])
+            time.sleep(0.2)
+        assert call(base, "GET", f"/namespaces/api/jobs/{y}")[2]["status"] == "startable"
+        status, _, namespace = call(base, "GET", "/namespaces/api")
+        assert status == 200 and (namespace["running"], namespace["pending"], namespace["max"]) == (1, 1, 1)
+
+        status, _, _ = call(base, "POST", f"/namespaces/api/jobs/{x}/finish")
+        assert status == 202
+        deadline = time.monotonic() + 60
+        while call(base, "GET", f"/namespaces/api/jobs/{x}")[0] != 404:  # finished: gone from the state
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        assert call(base, "GET", f"/namespaces/api/jobs/{y}")[2]["status"] == "running"
+
+        # bad requests: problem bodies
+        status, kind, problem = call(base, "POST", "/namespaces/api/assignments",
+                                     {"worker": "w1", "start": 10, "end": 5, "jobs": jobs})
+        assert (status, kind, problem["status"]) == (422, "application/problem+json", 422)
+        assert "before start" in problem["detail"]
+        status, kind, problem = call(base, "POST", "/namespaces/api/max-threads", {"max": -1})
+        assert status == 422 and problem["errors"][0]["loc"] == ["max"]
+        status, _, problem = call(base, "POST", "/namespaces/api/max-threads", raw=b"{not json")
+        assert status == 422 and problem["title"] == "Unprocessable Content"
+        status, kind, problem = call(base, "GET", "/namespaces/api/jobs/no-such-job")
+        assert (status, kind) == (404, "application/problem+json") and "no-such-job" in problem["detail"]
+        status, _, _ = call(base, "GET", "/namespaces/never-seen")
+        assert status == 404
+        status, kind, _ = call(base, "GET", "/no/such/path")
+        assert (status, kind) == (404, "application/problem+json")
+        assert api.alive and worker.alive
+    finally:
+        api.stop()

@@ -1,0 +1,152 @@
+"""The client, the ticker and the demo executor live: a real worker, Kafka and ZooKeeper."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from schemas.dispatch import JobOutcome, JobStarted
+from streams.dispatcher import DispatcherClient, JobAssign
+from streams.settings import Settings
+from tests.helpers import Service, Worker, tribunal, wait_until_ready
+
+pytestmark = pytest.mark.integration
+
+
+def ticker(env: dict[str, str], tmp_path: Path, unique: str, name: str = "ticker") -> Service:
+    return Service(env, tmp_path / f"{name}.log", "ticker", "--root", f"/{unique}", "--session-timeout", "4")
+
+
+@pytest.fixture
+def env(worker_env: dict[str, str], zookeeper: str) -> dict[str, str]:
+    return {**worker_env, "ZOOKEEPER_HOSTS": zookeeper}
+
+
+def test_the_client_assigns_hears_its_starts_and_failures_and_finishing_frees_a_slot(
+        env: dict[str, str], worker: Worker, tmp_path: Path, unique: str) -> None:
+    clock = ticker(env, tmp_path, unique)
+    clock.start()
+    settings = Settings(kafka_bootstrap=env["KAFKA_BOOTSTRAP"], topic_prefix=f"{unique}.", app_id=unique)
+    starts: list[JobStarted] = []
+    failed: list[JobOutcome] = []
+
+    async def scenario() -> list[str]:
+        async with DispatcherClient(settings, "ns", {"w1"}) as client:
+            client.on_job_start(starts.append)
+            client.on_job_fail(failed.append)
+            ready = asyncio.Event()
+            listening = asyncio.create_task(client.run(ready))
+            await asyncio.wait_for(ready.wait(), 60)
+            await client.set_max_threads(2)
+            now = int(time.time() * 1000)
+            assigned = await client.assign_job(JobAssign("w1").start(now).end(now + 10).job("a").job("b").job("c"))
+            await until(lambda: len(starts) >= 2, "two starts")
+            await asyncio.sleep(1.0)  # ticks go on: the cap of 2 holds the third back
+            assert [s.external_id for s in starts] == ["a", "b"]
+            await client.finish_job(starts[0].uuid)
+            await until(lambda: len(starts) >= 3, "the third start once a slot is free")
+            doomed = await client.assign_job(JobAssign("w1").start(now).job("doomed", max_retries=0))
+            await client.finish_job(starts[1].uuid)
+            await until(lambda: len(starts) >= 4, "the doomed job's start")
+            await client.fail_job(doomed.uuids[0], "it broke")
+            await until(lambda: len(failed) >= 1, "the final failure")
+            await client.assign_job(JobAssign("w2").start(now).job("not-mine"))  # another tenant's: starts now
+            await client.assign_job(JobAssign("w1").start(now).job("last"))  # waits for a slot (c, not-mine run)
+            await asyncio.sleep(1.0)
+            await client.finish_job(starts[2].uuid)
+            await until(lambda: len(starts) >= 5, "the last start")
+            listening.cancel()
+            return assigned.uuids
+
+    try:
+        wait_until_ready(worker, 1)
+        uuids = asyncio.run(scenario())
+        assert [s.uuid for s in starts[:3]] == uuids  # the uuids the client computed are the dispatcher's
+        assert [s.external_id for s in starts] == ["a", "b", "c", "doomed", "last"]  # never w2's "not-mine"
+        assert all(s.worker == "w1" and s.namespace == "ns" for s in starts)
+        assert (failed[0].external_id, failed[0].error, failed[0].final) == ("doomed", "it broke", True)
+    finally:
+        clock.stop()
+    assert "elected: ticking" in clock.log(), clock.log()[-2000:]
+
+
+async def until(done: object, what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():  # type: ignore[operator]
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+def test_the_demo_executor_runs_what_the_cli_assigns(env: dict[str, str], worker: Worker, tmp_path: Path,
+                                                     unique: str) -> None:
+    clock = ticker(env, tmp_path, unique)
+    run_log = tmp_path / "runs.jsonl"
+    executor = Service(env, tmp_path / "executor.log", "executor", "--namespace", "demo", "--worker", "w1",
+                       "--seconds", "0.2", "--run-log", str(run_log))
+    clock.start()
+    executor.start()
+    try:
+        wait_until_ready(worker, 1)
+        time.sleep(3)  # the executor joins its group before the jobs are assigned
+        tribunal("jobs", "max", "--namespace", "demo", "--threads", "1", env=env)
+        out = tribunal("jobs", "assign", "--namespace", "demo", "--worker", "w1", "--count", "3",
+                       "--external-id", "demo", env=env).stdout
+        uuids = out.split()[-3:]
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            lines = [json.loads(x) for x in run_log.read_text().splitlines()] if run_log.exists() else []
+            if sum(x["event"] == "finish" for x in lines) == 3:
+                break
+            time.sleep(0.2)
+        else:
+            raise AssertionError(f"not all ran: {executor.log()[-2000:]}\n{clock.log()[-1000:]}")
+        assert [x["uuid"] for x in lines if x["event"] == "start"] == uuids
+        events = [x["event"] for x in lines]
+        assert events == ["start", "finish"] * 3  # a cap of 1: one at a time
+        state = json.loads(tribunal("state", "--namespace", "demo", "--json", env=env).stdout)
+        assert (state["running"], state["pending"]) == (0, 0)
+        missing = tribunal("jobs", "show", uuids[0], "--namespace", "demo", env=env, check=False)
+        assert missing.returncode == 1 and "404" in missing.stderr  # finished jobs leave the state
+    finally:
+        executor.stop()
+        clock.stop()
+
+
+def test_one_ticker_ticks_at_a_time_and_another_takes_over_when_it_dies(
+        env: dict[str, str], tmp_path: Path, unique: str, kafka: str) -> None:
+    tribunal("topics", "create", env=env)
+    first, second = ticker(env, tmp_path, unique, "first"), ticker(env, tmp_path, unique, "second")
+    for t in (first, second):
+        t.args = (*t.args, "--namespace", "always", "--interval-ms", "100")
+        t.start()
+    try:
+        deadline = time.monotonic() + 60
+        while "elected: ticking" not in first.log() + second.log():
+            assert time.monotonic() < deadline, first.log() + second.log()
+            time.sleep(0.1)
+        leader, standby = (first, second) if "elected: ticking" in first.log() else (second, first)
+        time.sleep(2)
+        assert "elected: ticking" not in standby.log()
+        leader.kill()
+        deadline = time.monotonic() + 60
+        while "elected: ticking" not in standby.log():
+            assert time.monotonic() < deadline, standby.log()
+            time.sleep(0.1)
+        time.sleep(1)
+    finally:
+        first.stop()
+        second.stop()
+    ticks = [r["value"] for r in map(json.loads, tribunal(
+        "tail", "ticks", "--json", "--from-beginning", "--idle-timeout", "3", env=env).stdout.splitlines())]
+    assert ticks and all(t["namespace"] == "always" for t in ticks)
+    nows = [t["now"] for t in ticks]
+    # one ticker at a time: ticks about 100 ms apart, never two within a few ms (both tickers would interleave)
+    gaps = sorted(b - a for a, b in itertools.pairwise(nows))
+    assert gaps[len(gaps) // 10] >= 50, gaps[:20]
+    assert max(gaps) >= 1_000  # the gap while the standby waited for the leader's session to expire
