@@ -36,17 +36,16 @@ class WorkerMaxSet(Record):
 
 class JobSpec(Record):
     external_id: str = Field(max_length=200, description="the client's own id for the job")
-    info: str = Field("", max_length=10_000, description="opaque to the dispatcher; handed to the listener")
+    info: str = Field("", max_length=1_000, description="opaque to the dispatcher; handed to the listener "
+                      "(bounded: a namespace's jobs are stored in 256 table entries of at most 1 MB each)")
     max_retries: int = Field(0, ge=0, le=1_000)
     timeout_ms: int = Field(60_000, ge=1)
 
 
-class JobsAssigned(Record):
+class Assignment(Record):
     """The seed's `JobAssign`: n jobs for `worker`, each expected at `start`, acceptable starts spread
     evenly over [start, end] (first at `start`, last at `end`; one job: `start`)."""
 
-    type: Literal["JobsAssigned"] = "JobsAssigned"
-    namespace: Name
     worker: Name
     start: Millis
     end: Millis
@@ -54,10 +53,17 @@ class JobsAssigned(Record):
     request_id: str | None = Field(None, max_length=200, description="echoed in `JobsAccepted`")
 
     @model_validator(mode="after")
-    def _ordered(self) -> JobsAssigned:
+    def _ordered(self) -> Assignment:
         if self.end < self.start:
             raise ValueError(f"end {self.end} is before start {self.start}")
         return self
+
+
+class JobsAssigned(Assignment):
+    """An `Assignment` in a namespace: the command on `dispatch-commands`."""
+
+    type: Literal["JobsAssigned"] = "JobsAssigned"
+    namespace: Name
 
 
 class JobRef(Record):

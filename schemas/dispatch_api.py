@@ -9,31 +9,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field
 from pydantic.json_schema import models_json_schema
 
 from schemas.common import Record
-from schemas.dispatch import MAX_JOBS_PER_ASSIGN, JobSpec, Millis, Name
+from schemas.dispatch import Assignment
 
 
 class CapBody(Record):
     max: int = Field(ge=0, description="jobs that may run at once")
 
 
-class AssignBody(Record):
+class AssignBody(Assignment):
     """The seed's `JobAssign`: expected at `start`, acceptable starts spread evenly over [start, end]."""
-
-    worker: Name
-    start: Millis
-    end: Millis
-    jobs: list[JobSpec] = Field(min_length=1, max_length=MAX_JOBS_PER_ASSIGN)
-    request_id: str | None = Field(None, max_length=200)
-
-    @model_validator(mode="after")
-    def _ordered(self) -> AssignBody:
-        if self.end < self.start:
-            raise ValueError(f"end {self.end} is before start {self.start}")
-        return self
 
 
 class FailBody(Record):

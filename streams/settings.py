@@ -57,6 +57,11 @@ class Settings(BaseSettings):
                         "before it runs, so the worker folds them and replay, verify, explain and `topics create` "
                         "know them")
 
+    @property
+    def web(self) -> str:
+        """host:port of the worker's web server (its state pages)."""
+        return f"{self.web_host}:{self.web_port}"
+
     def topic(self, name: str) -> str:
         return f"{self.topic_prefix}{name}"
 

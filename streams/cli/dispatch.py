@@ -168,8 +168,7 @@ def jobs_show(uuid: Annotated[str, typer.Argument(help="The job's uuid")], names
     """A pending or running job as the worker holds it (ended jobs: see `tribunal tail job-outcomes`)."""
     from streams.io import worker_page
 
-    settings = settings_from()
-    body = worker_page(web or f"{settings.web_host}:{settings.web_port}", "dispatch", namespace, uuid)
+    body = worker_page(web or settings_from().web, "dispatch", namespace, uuid)
     typer.echo(json.dumps(body, indent=2, sort_keys=True))
 
 
@@ -181,4 +180,4 @@ def dispatcher_api(host: Annotated[str, typer.Option(help="Address to listen on"
     from streams.dispatcher.api import serve
 
     settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
-    _until_stopped(lambda: serve(settings, host, port, web or f"{settings.web_host}:{settings.web_port}"), None)
+    _until_stopped(lambda: serve(settings, host, port, web or settings.web), None)

@@ -20,11 +20,6 @@ from streams.cli.base import (
 from streams.errors import TribunalError
 
 
-def _web() -> str:
-    settings = settings_from()
-    return f"{settings.web_host}:{settings.web_port}"
-
-
 def _print_namespace(body: dict[str, Any]) -> None:
     typer.echo(f"namespace {body['namespace']}: now {body['now']}, running {body['running']} of {body['max']}, "
                f"pending {body['pending']}")
@@ -139,7 +134,7 @@ def state(pool: Annotated[str | None, typer.Option(help="Pool id")] = None,
     if len(named) != 1 or (fold is None) != (key is None):
         raise TribunalError("name exactly one of --pool, --group, --namespace, or --fold with --key")
     [(scope, key)] = named
-    body = worker_page(web or _web(), scope, key)
+    body = worker_page(web or settings_from().web, scope, key)
     if namespace is not None and not as_json:
         _print_namespace(body)
         return

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from schemas import dispatch as records
 from schemas.dispatch_api import AssignBody, CapBody, FailBody, Problem, Written, openapi
-from streams.dispatcher.client import DispatcherClient, JobAssign
+from streams.dispatcher.client import DispatcherClient, uuids_of
 from streams.errors import TribunalError
 from streams.io import NotFound, worker_page
 from streams.settings import Settings
@@ -52,9 +52,15 @@ async def problems(request: web.Request, handler: Handler) -> web.StreamResponse
     except NotFound as e:
         return problem(404, "Not Found", str(e))
     except web.HTTPException as e:
-        return problem(e.status, e.reason, e.text or e.reason)
+        response = problem(e.status, e.reason, e.text or e.reason)
+        if "Allow" in e.headers:
+            response.headers["Allow"] = e.headers["Allow"]
+        return response
     except TribunalError as e:
         return problem(503, "Service Unavailable", str(e))
+    except Exception as e:  # a bug: still a problem body, and the log has the traceback
+        log.exception("%s %s failed", request.method, request.path)
+        return problem(500, "Internal Server Error", repr(e))
 
 
 class Api:
@@ -65,14 +71,16 @@ class Api:
         raw = await request.read()
         return model.model_validate_json(raw or b"{}")
 
-    async def _send(self, command: BaseModel, uuids: list[str] | None = None) -> web.Response:
+    async def _send(self, command: BaseModel,
+                    uuids: Callable[[Any], list[str]] | None = None) -> web.Response:
         from aiokafka.errors import KafkaError
 
         try:
             written = await self.client.send(command)
         except KafkaError as e:
             raise TribunalError(f"Kafka did not take the record: {e}") from None
-        body = Written(topic=written.topic, partition=written.partition, offset=written.offset, uuids=uuids)
+        body = Written(topic=written.topic, partition=written.partition, offset=written.offset,
+                       uuids=uuids(written) if uuids is not None else None)
         return web.json_response(body.model_dump(exclude_none=True), status=202)
 
     async def max_threads(self, request: web.Request) -> web.Response:
@@ -86,11 +94,8 @@ class Api:
 
     async def assign(self, request: web.Request) -> web.Response:
         body = await self._body(request, AssignBody)
-        assign = JobAssign(body.worker, body.start, body.end, list(body.jobs), body.request_id)
-        assigned = await self.client.assign_job(assign, request.match_info["namespace"])
-        written = assigned.written
-        return web.json_response(Written(topic=written.topic, partition=written.partition, offset=written.offset,
-                                         uuids=assigned.uuids).model_dump(), status=202)
+        command = records.JobsAssigned(namespace=request.match_info["namespace"], **body.model_dump())
+        return await self._send(command, uuids=lambda w: uuids_of(w, len(command.jobs)))
 
     async def finish(self, request: web.Request) -> web.Response:
         return await self._send(records.JobFinished(namespace=request.match_info["namespace"],

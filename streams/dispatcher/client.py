@@ -8,7 +8,8 @@ follows `job-starts` and `job-outcomes` (read_committed) in a consumer group of 
 `on_job_start` for each start of this namespace's `workers` (every worker if none are named), and
 `on_job_fail` for each job that failed for good. Offsets are committed after the listeners
 returned, so a restarted client sees a start again rather than never: a listener must be
-idempotent by (uuid, attempt). A listener that raises is logged and the next record delivered.
+idempotent by (uuid, attempt). A listener that raises is logged and the next record delivered
+(its record counts as delivered: the listener owns its own retries).
 """
 
 from __future__ import annotations
@@ -75,6 +76,11 @@ class JobAssign:
                                     end=self.end_ms, jobs=self.jobs, request_id=self.request_id)
 
 
+def uuids_of(written: Written, n: int) -> list[str]:
+    """The uuids the fold makes for the n jobs of the assign written at `written`."""
+    return [job_uuid(DISPATCH_COMMANDS, written.partition, written.offset, i) for i in range(n)]
+
+
 class Assigned(NamedTuple):
     written: Written
     uuids: list[str]  # the jobs' uuids, in the order they were added to the builder
@@ -86,7 +92,10 @@ class DispatcherClient:
     def __init__(self, settings: Settings, namespace: str, workers: set[str] | None = None,
                  group_id: str | None = None) -> None:
         self.settings, self.namespace, self.workers = settings, namespace, workers
-        self.group_id = group_id or f"{settings.app_id}-dispatcher-client-{namespace}"
+        # Starts are keyed by namespace: two clients of one namespace in one group would split its
+        # partition's records between them and each drop the other's. One group per set of workers.
+        tenants = ",".join(sorted(workers)) if workers is not None else "*"
+        self.group_id = group_id or f"{settings.app_id}-dispatcher-client-{namespace}-{tenants}"
         self._on_start: Listener | None = None
         self._on_fail: Listener | None = None
         self._producer: Any = None
@@ -114,11 +123,10 @@ class DispatcherClient:
     async def set_worker_max(self, worker: str, n: int) -> Written:
         return await self.send(records.WorkerMaxSet(namespace=self.namespace, worker=worker, max=n))
 
-    async def assign_job(self, assign: JobAssign, namespace: str | None = None) -> Assigned:
-        command = assign.build(namespace or self.namespace)
+    async def assign_job(self, assign: JobAssign) -> Assigned:
+        command = assign.build(self.namespace)
         written = await self.send(command)
-        return Assigned(written, [job_uuid(DISPATCH_COMMANDS, written.partition, written.offset, i)
-                                  for i in range(len(command.jobs))])
+        return Assigned(written, uuids_of(written, len(command.jobs)))
 
     async def finish_job(self, uuid: str) -> Written:
         return await self.send(records.JobFinished(namespace=self.namespace, uuid=uuid))

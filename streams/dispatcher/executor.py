@@ -56,7 +56,7 @@ class Executor:
                 self.seen.add((job.uuid, job.attempt))
                 task = asyncio.create_task(self._run(client, job))
                 self.tasks.add(task)
-                task.add_done_callback(self.tasks.discard)
+                task.add_done_callback(self._done)
 
             client.on_job_start(started)
             client.on_job_fail(lambda outcome: log.warning("job %s failed for good: %s", outcome.uuid, outcome.error))
@@ -70,6 +70,11 @@ class Executor:
             await asyncio.gather(listening, *self.tasks, return_exceptions=True)
             if failed is not None:  # the broker went away: the executor stops with its error
                 raise failed
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self.tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:  # the job stays running until its timeout
+            log.error("reporting a job's end failed: %r", task.exception())
 
     def stop(self) -> None:
         self._stop.set()

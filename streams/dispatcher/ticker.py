@@ -57,7 +57,7 @@ class Ticker:
         for health in healths:
             self.active[health["namespace"]] = bool(health.get("pending") or health.get("running"))
 
-    # -- leadership (kazoo's thread) ---------------------------------------------------------------
+    # -- leadership (a thread of asyncio's pool) ---------------------------------------------------------------
     def _lead(self) -> None:
         log.info("elected: ticking every %.0f ms", self.interval * 1000)
         self.session_lost.clear()

@@ -1,7 +1,8 @@
 """Standing for election in ZooKeeper (kazoo's Election recipe) until told to stop.
 
 The bridge and the ticker each run one active process among their replicas: each replica stands
-in its election, the elected one works in `lead` (on kazoo's thread), and when its session ends
+in its election, the elected one works in `lead` (on a thread of asyncio's pool: kazoo's recipe
+blocks), and when its session ends
 under the election it stands again with the session kazoo makes next.
 """
 

@@ -83,8 +83,8 @@ def test_the_rest_api_writes_reads_and_refuses_with_problems(worker_env: dict[st
         assert status == 422 and problem["title"] == "Unprocessable Content"
         status, kind, problem = call(base, "GET", "/namespaces/api/jobs/no-such-job")
         assert (status, kind) == (404, "application/problem+json") and "no-such-job" in problem["detail"]
-        status, _, _ = call(base, "GET", "/namespaces/never-seen")
-        assert status == 404
+        status, kind, problem = call(base, "GET", "/namespaces/never-seen")
+        assert (status, kind, problem["status"]) == (404, "application/problem+json", 404)
         status, kind, _ = call(base, "GET", "/no/such/path")
         assert (status, kind) == (404, "application/problem+json")
         assert api.alive and worker.alive

@@ -61,7 +61,7 @@ def load(data: Mapping[str, Any] | None, stored: Mapping[str, Iterable[list[Any]
     ready: dict[str, list[tuple[int, int, str]]] = {}
     later: dict[tuple[str, int], list[tuple[int, int, str]]] = {}  # (worker, expected start): an assign not yet due
     deadlines, running = None, 0
-    for job in jobs:  # in order: each list below is sorted by (acceptable start, order)
+    for job in jobs:  # in assignment order; each queue is sorted below
         worker = workers.get(job.worker) or Worker()
         if job.running:
             running += 1

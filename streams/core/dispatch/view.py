@@ -30,7 +30,9 @@ def describe(namespace: str, state: DispatchState) -> dict[str, Any]:
 
 
 def job(state: DispatchState, uuid: str) -> dict[str, Any] | None:
-    """One pending or running job (finished, failed and cancelled jobs have left the state: see job-outcomes)."""
+    """One job still held, with its status: `pending` (its expected start has not come), `startable`
+    (waiting for a slot) or `running`; finished, failed and cancelled jobs have left the state (see
+    job-outcomes)."""
     found = state.jobs.get(uuid)
     if found is None:
         return None

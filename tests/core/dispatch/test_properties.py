@@ -151,3 +151,27 @@ def test_the_buckets_a_record_touched_are_all_it_changed(steps: list[tuple[str, 
             stored[name] = dump_bucket(s.state, name)
         before = s.state
         assert {name: jobs for name, jobs in stored.items() if jobs} == buckets(s.state)
+
+
+@settings(max_examples=200, deadline=None)
+@given(scripts())
+def test_every_worker_that_can_start_offers_its_top_and_no_slot_idles(steps: list[tuple[str, Any]]) -> None:
+    """The merged queue (`tops`) holds each worker's current top while it has room, so after every record
+    either the namespace is at its cap or no worker with room has a startable job."""
+    for s, _ in folded(steps):
+        state = s.state
+        offered = set()
+        heap = state.tops
+        stack = [heap]
+        while stack:
+            node = stack.pop()
+            if node is not None:
+                offered.add(node.item)
+                stack += [node.left, node.right]
+        for name, worker in state.workers.items():
+            if worker.ready is not None and worker.has_room():
+                assert (*worker.ready.item[:3], name) in offered, f"{name}'s top is not offered"
+        if state.running < state.max:
+            startable = [j for j in state.jobs.values() if not j.running and j.expected_start <= state.now
+                         and state.worker(j.worker).has_room()]
+            assert not startable, f"{startable[0].uuid} waits with a slot free"

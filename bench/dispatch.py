@@ -1,0 +1,199 @@
+"""End-to-end dispatches through Kafka with exactly-once: assign -> JobStarted visible -> finish.
+
+A fresh local stack (free ports), a `tribunal worker` and a `tribunal ticker` (100 ms) per phase,
+each on topics of its own; this process is the tenants: it follows `job-starts` (read_committed)
+and finishes every job the moment its start is visible, so a slot frees and the next job starts.
+  throughput  a backlog of --jobs startable jobs (assigns of 1,000), the namespace cap --cap; the
+              figure is JobStarted visible per second once a second has passed, over --seconds;
+              one namespace, then ten (cap --cap / 10 each). Peer: the bare aiokafka loop of
+              bench/e2e.py (consume one record, produce one) on the same broker, same run: a
+              dispatch is one input (the finish) and one output (the start) plus its outcome.
+  latency     one job every 5 ms (200/s) for --seconds, each expected 500 ms after it is assigned;
+              start delay = JobStarted visible minus expected start (the tick that reaches it comes
+              within one tick, then the fold and one commit; the ticker's and this process's clocks
+              are the same machine's).
+  fairness    in one namespace, nine light tenants at 10 jobs/s each and one heavy tenant at 1,000/s
+              (100x; capped by WorkerMaxSet at half the namespace's cap); the light tenants' start
+              delay with the heavy one on, and off.
+Run: `.venv/bin/python bench/dispatch.py [--seconds 15]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+from aiokafka import AIOKafkaProducer
+from e2e import collect, reader, run_baseline, start_worker, worker_cpu, worker_env  # type: ignore[import-not-found]
+from machine import describe, local_stack  # type: ignore[import-not-found]
+
+TRIBUNAL = str(Path(sys.executable).with_name("tribunal"))
+
+
+@dataclass
+class Tenants:
+    """Follows job-starts; finishes each started job at once; records (visible-at, start) pairs."""
+
+    bootstrap: str
+    prefix: str
+    seen: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def run(self, ready: asyncio.Event) -> None:
+        consumer = await reader(self.bootstrap, self.prefix + "job-starts")
+        producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=1, enable_idempotence=True)
+        await producer.start()
+        ready.set()
+        topic = self.prefix + "dispatch-commands"
+        try:
+            while not self.stop.is_set():
+                batch = await consumer.getmany(timeout_ms=100)
+                now = time.time()
+                for records in batch.values():
+                    for r in records:
+                        start = orjson.loads(r.value)
+                        self.seen.append((now, start))
+                        await producer.send(topic, orjson.dumps({"type": "JobFinished", "namespace": start["namespace"],
+                                                                 "uuid": start["uuid"]}), key=r.key)
+        finally:
+            await producer.stop()
+            await consumer.stop()
+
+
+async def send_all(bootstrap: str, topic: str, values: list[dict[str, Any]], rate: float | None = None) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=1, enable_idempotence=True,
+                                max_request_size=4 << 20)
+    await producer.start()
+    try:
+        started, pending = time.monotonic(), []
+        for i, v in enumerate(values):
+            if v.get("start") == "now+500":  # expected half a second from now; the listener learns when from `info`
+                at = int(time.time() * 1000) + 500
+                v = {**v, "start": at, "end": at, "jobs": [{**j, "info": str(at)} for j in v["jobs"]]}
+            pending.append(await producer.send(topic, orjson.dumps(v), key=v["namespace"].encode()))
+            if rate:
+                ahead = started + i / rate - time.monotonic()
+                if ahead > 0:
+                    await asyncio.sleep(ahead)
+        await asyncio.gather(*pending)
+    finally:
+        await producer.stop()
+
+
+def assign(namespace: str, worker: str, n: int, start: Any = 0) -> dict[str, Any]:
+    return {"type": "JobsAssigned", "namespace": namespace, "worker": worker, "start": start, "end": start,
+            "jobs": [{"external_id": f"{worker}-{i}", "timeout_ms": 3_600_000} for i in range(n)]}
+
+
+@dataclass
+class Run:
+    seen: list[tuple[float, dict[str, Any]]]
+    cpu: float
+    seconds: float
+
+
+async def phase(bootstrap: str, zk: str, home: Path, name: str, setup: list[dict[str, Any]],
+                load: list[dict[str, Any]], rate: float | None, seconds: float) -> Run:
+    env, _ = worker_env(bootstrap, name, home)
+    env = {**env, "ZOOKEEPER_HOSTS": zk}
+    worker = start_worker(env)
+    namespaces = sorted({v["namespace"] for v in setup})  # ticked from the start: the setup gives them no work
+    with Path(home / f"{name}-ticker.log").open("wb") as log:
+        ticker = subprocess.Popen([TRIBUNAL, "ticker", "--root", f"/{name}", "--interval-ms", "100",
+                                   *(f"--namespace={ns}" for ns in namespaces)], env=env,
+                                  stdout=log, stderr=subprocess.STDOUT)
+    tenants = Tenants(bootstrap, f"{name}.")
+    ready = asyncio.Event()
+    task = asyncio.create_task(tenants.run(ready))
+    try:
+        await asyncio.wait([task, asyncio.create_task(ready.wait())], return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            task.result()  # the tenants could not start: say why
+        await send_all(bootstrap, f"{name}.dispatch-commands", setup)
+        if not await collect(bootstrap, f"{name}.ticks", 1, 120):
+            raise RuntimeError(f"the ticker never ticked; see {home / f'{name}-ticker.log'}")
+        cpu, started = worker_cpu(worker.pid), time.monotonic()
+        feeding = asyncio.create_task(send_all(bootstrap, f"{name}.dispatch-commands", load, rate))
+        await asyncio.sleep(seconds)
+        await feeding
+        tenants.stop.set()
+        await task
+        return Run(tenants.seen, worker_cpu(worker.pid) - cpu, time.monotonic() - started)
+    finally:
+        task.cancel()
+        for proc in (ticker, worker):
+            proc.terminate()
+            proc.wait(60)
+
+
+def rate_after(seen: list[tuple[float, dict[str, Any]]], skip: float = 1.0) -> float:
+    """Starts visible per second, from `skip` seconds after the first to the last."""
+    times = sorted(at for at, _ in seen)
+    window = [t for t in times if t >= times[0] + skip]
+    return len(window) / (window[-1] - window[0]) if len(window) > 1 else 0.0
+
+
+def delays(seen: list[tuple[float, dict[str, Any]]], workers: set[str] | None = None) -> tuple[float, float]:
+    """p50 and p99 in ms of visible-at minus the job's expected start (carried in its `info`): from the
+    moment it became startable to its start being visible."""
+    ms = sorted(at * 1000 - int(s["info"]) for at, s in seen if workers is None or s["worker"] in workers)
+    return statistics.median(ms), ms[int(len(ms) * 0.99) - 1]
+
+
+async def main_async(args: argparse.Namespace, cluster: Any) -> None:
+    bootstrap, home, zk = cluster.topology.bootstrap, cluster.topology.home, cluster.topology.zookeeper_hosts
+    loop_rate, _, _ = await run_baseline(bootstrap, 20_000, 1_000, 3)
+    results = []
+    for label, spaces in (("one namespace", 1), ("ten namespaces", 10)):
+        cap = args.cap // spaces
+        setup = [{"type": "MaxThreadsSet", "namespace": f"ns{i}", "max": cap} for i in range(spaces)]
+        load = [assign(f"ns{b % spaces}", f"w{b % 7}", 1_000) for b in range(args.jobs // 1_000)]
+        run = await phase(bootstrap, zk, home, f"tp{spaces}", setup, load, None, args.seconds)
+        results.append((label, rate_after(run.seen), run.cpu / run.seconds, len(run.seen)))
+    n = int(200 * args.seconds)
+    lat = await phase(bootstrap, zk, home, "lat", [{"type": "MaxThreadsSet", "namespace": "lat", "max": 10_000}],
+                      [assign("lat", f"w{i % 5}", 1, "now+500") for i in range(n)], 200, args.seconds)
+    fair = []
+    for heavy in (False, True):
+        setup = [{"type": "MaxThreadsSet", "namespace": "fair", "max": 2_000},
+                 {"type": "WorkerMaxSet", "namespace": "fair", "worker": "heavy", "max": 1_000}]
+        load = []
+        for _ in range(int(args.seconds * 10)):  # every 100 ms: 1 job per light tenant, 100 for the heavy
+            load += [assign("fair", f"light{i}", 1, "now+500") for i in range(9)]
+            if heavy:
+                load.append(assign("fair", "heavy", 100, "now+500"))
+        per_second = len(load) / args.seconds
+        run = await phase(bootstrap, zk, home, f"fair{int(heavy)}", setup, load, per_second, args.seconds)
+        fair.append(delays(run.seen, workers={f"light{i}" for i in range(9)}))
+    print(f"{describe()}; ticker every 100 ms, worker commit interval 0.1 s; {args.seconds:g} s a phase")
+    print(f"bare aiokafka loop (consume one, produce one), backlog: {loop_rate:,.0f} records/s")
+    for label, rate, cpu, total in results:
+        print(f"dispatches/s, {label} (cap {args.cap} in all, backlog {args.jobs:,}): {rate:,.0f} "
+              f"({rate / loop_rate:.2f} of the loop; worker {cpu:.0%} of a core; {total:,} starts seen)")
+    p50, p99 = delays(lat.seen)
+    print(f"start delay at 200 jobs/s (visible minus expected start): p50 {p50:.1f} ms, p99 {p99:.1f} ms")
+    print(f"light tenants' start delay, heavy tenant off: p50 {fair[0][0]:.1f} p99 {fair[0][1]:.1f} ms; "
+          f"on (100x): p50 {fair[1][0]:.1f} p99 {fair[1][1]:.1f} ms")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seconds", type=float, default=15.0)
+    parser.add_argument("--jobs", type=int, default=120_000)
+    parser.add_argument("--cap", type=int, default=2_000)
+    os.environ.setdefault("TRIBUNAL_LOG_LEVEL", "warning")
+    with local_stack("dispatch") as cluster:  # outside the event loop: its start-up check runs one of its own
+        asyncio.run(main_async(parser.parse_args(), cluster))
+
+
+if __name__ == "__main__":
+    main()
