@@ -27,13 +27,14 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 from aiokafka import AIOKafkaProducer
-from e2e import collect, reader, run_baseline, start_worker, worker_cpu, worker_env  # type: ignore[import-not-found]
+from e2e import _p99, collect, produce, reader, run_baseline, start_worker, worker_cpu, worker_env  # type: ignore[import-not-found]
 from machine import describe, local_stack  # type: ignore[import-not-found]
 
 TRIBUNAL = str(Path(sys.executable).with_name("tribunal"))
@@ -69,24 +70,18 @@ class Tenants:
             await consumer.stop()
 
 
+def stamped(values: list[dict[str, Any]]) -> Iterator[tuple[bytes, bytes]]:
+    """(key, value) of each command as it is sent: an assign marked "now+500" is expected half a second
+    from the moment it is sent (its jobs' `info` says when, for the tenants' delay)."""
+    for v in values:
+        if v.get("start") == "now+500":
+            at = int(time.time() * 1000) + 500
+            v = {**v, "start": at, "end": at, "jobs": [{**j, "info": str(at)} for j in v["jobs"]]}
+        yield v["namespace"].encode(), orjson.dumps(v)
+
+
 async def send_all(bootstrap: str, topic: str, values: list[dict[str, Any]], rate: float | None = None) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=1, enable_idempotence=True,
-                                max_request_size=4 << 20)
-    await producer.start()
-    try:
-        started, pending = time.monotonic(), []
-        for i, v in enumerate(values):
-            if v.get("start") == "now+500":  # expected half a second from now; the listener learns when from `info`
-                at = int(time.time() * 1000) + 500
-                v = {**v, "start": at, "end": at, "jobs": [{**j, "info": str(at)} for j in v["jobs"]]}
-            pending.append(await producer.send(topic, orjson.dumps(v), key=v["namespace"].encode()))
-            if rate:
-                ahead = started + i / rate - time.monotonic()
-                if ahead > 0:
-                    await asyncio.sleep(ahead)
-        await asyncio.gather(*pending)
-    finally:
-        await producer.stop()
+    await produce(bootstrap, topic, stamped(values), rate)
 
 
 def assign(namespace: str, worker: str, n: int, start: Any = 0) -> dict[str, Any]:
@@ -146,7 +141,7 @@ def delays(seen: list[tuple[float, dict[str, Any]]], workers: set[str] | None = 
     """p50 and p99 in ms of visible-at minus the job's expected start (carried in its `info`): from the
     moment it became startable to its start being visible."""
     ms = sorted(at * 1000 - int(s["info"]) for at, s in seen if workers is None or s["worker"] in workers)
-    return statistics.median(ms), ms[int(len(ms) * 0.99) - 1]
+    return statistics.median(ms), _p99(ms)
 
 
 async def main_async(args: argparse.Namespace, cluster: Any) -> None:

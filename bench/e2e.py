@@ -31,6 +31,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -69,7 +70,7 @@ def misrouted(key: bytes) -> int:
     return (partition_for(key.decode(), 4) + 1) % 4
 
 
-async def produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]], rate: float | None = None,
+async def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes, bytes]], rate: float | None = None,
                   wrong: bool = False) -> None:
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=1)
     await producer.start()

@@ -90,10 +90,8 @@ class JobCancelled(JobRef):
     type: Literal["JobCancelled"] = "JobCancelled"
 
 
-DispatchCommand = Annotated[
-    MaxThreadsSet | WorkerMaxSet | JobsAssigned | JobFinished | JobFailed | JobCancelled,
-    Field(discriminator="type"),
-]
+Command = MaxThreadsSet | WorkerMaxSet | JobsAssigned | JobFinished | JobFailed | JobCancelled
+DispatchCommand = Annotated[Command, Field(discriminator="type")]
 
 
 class Tick(Record):

@@ -17,3 +17,7 @@ class InfraError(TribunalError):
 
 class ConfigError(TribunalError):
     """Settings or a document given by the operator are not usable."""
+
+
+class NotFound(TribunalError):
+    """What was asked for is not there: a decision or input in the log, a key or item in the worker."""

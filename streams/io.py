@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from streams import kafka
-from streams.errors import TribunalError
+from streams.errors import NotFound, TribunalError
 from streams.settings import Settings
 
 
@@ -140,7 +140,3 @@ def worker_page(where: str, *path: str) -> Any:
         raise kind(f"{' '.join(path)}: the worker at {where} answered {e.code}") from None
     except (urllib.error.URLError, OSError) as e:
         raise TribunalError(f"no worker answers at {where}: {getattr(e, 'reason', e)}") from None
-
-
-class NotFound(TribunalError):
-    """The worker holds no such key or item."""

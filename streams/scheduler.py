@@ -31,6 +31,7 @@ from streams import kafka
 from streams.core.groups import JOB_OFFERS, REJECTION_LIMITS
 from streams.settings import Settings
 from streams.topics import SCHEDULER_ALERTS
+from streams.zk.election import session
 from streams.zk.layout import Layout, registration
 
 log = logging.getLogger(__name__)
@@ -171,12 +172,11 @@ class SchedulerClient:
             self.offers = dict(value["offers"])
 
     async def run(self, stop: asyncio.Event) -> None:
-        from kazoo.client import KazooClient
-
         self.loop = asyncio.get_running_loop()
-        self.zk = KazooClient(hosts=self.settings.zookeeper_hosts, timeout=self.session_timeout)
-        self.zk.add_listener(self._on_state)
-        await asyncio.to_thread(self.zk.start, 30)
+        async with session(self.settings.zookeeper_hosts, self.session_timeout, self._on_state) as self.zk:
+            await self._serve(stop)
+
+    async def _serve(self, stop: asyncio.Event) -> None:
         consumer = kafka.consumer(self.settings.kafka_bootstrap, self.settings.topic(REJECTION_LIMITS),
                                   self.settings.topic(JOB_OFFERS), auto_offset_reset="earliest")
         producer = kafka.producer(self.settings.kafka_bootstrap)
@@ -203,5 +203,3 @@ class SchedulerClient:
                 self.release(job)
             await consumer.stop()
             await producer.stop()
-            await asyncio.to_thread(self.zk.stop)
-            self.zk.close()

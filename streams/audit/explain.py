@@ -17,13 +17,9 @@ from streams.audit.kafka_log import KafkaLog
 from streams.audit.order import Coordinates, coordinates
 from streams.core.folds import BY_NAME, Fold, scope
 from streams.core.source import SourceRecord
-from streams.errors import TribunalError
+from streams.errors import NotFound
 from streams.replay import Replayer
 from streams.settings import Settings
-
-
-class NotFound(TribunalError):
-    """The decision or input asked about is not in the log."""
 
 
 def parse_cause(text: str) -> Coordinates:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -41,3 +43,47 @@ def open_file(path: Path, mode: str) -> Any:
         return path.open(mode)
     except OSError as e:
         raise TribunalError(f"cannot open {path}: {e.strerror}") from None
+
+
+# -- long-running services: the bridge, schedulers, the ticker, executors, the dispatcher API ----
+ZkHosts = Annotated[str | None, typer.Option("--zookeeper", "-z", help="ZooKeeper hosts (default "
+                                             "$TRIBUNAL_ZOOKEEPER_HOSTS, $ZOOKEEPER_HOSTS, 127.0.0.1:2181)")]
+Root = Annotated[str, typer.Option("--root", help="ZooKeeper root of the scheduler groups")]
+SessionTimeout = Annotated[float, typer.Option("--session-timeout", help="ZooKeeper session timeout, seconds")]
+
+
+def serve(make: Callable[[asyncio.Event], Awaitable[None]]) -> None:
+    """Run an asyncio service, handed an event that SIGTERM or Ctrl-C sets, until it returns."""
+    import logging
+    import signal
+
+    logging.basicConfig(level=logging.INFO, format="[%(asctime)s] [%(process)d] [%(levelname)s] %(message)s")
+    logging.getLogger("kazoo.client").setLevel(logging.WARNING)
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await make(stop)
+
+    asyncio.run(main())
+
+
+def serve_until_stopped(run: Callable[[], Awaitable[None]], stop_service: Callable[[], None] | None) -> None:
+    """Run a service until it ends or SIGTERM / Ctrl-C asks it to stop (`stop_service`, else cancelled)."""
+    import contextlib
+
+    async def until(stop: asyncio.Event) -> None:
+        task = asyncio.ensure_future(run())
+        stopped = asyncio.create_task(stop.wait())
+        await asyncio.wait([task, stopped], return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
+        if stop_service is not None:
+            stop_service()
+        else:
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+    serve(until)

@@ -11,8 +11,18 @@ from typing import Annotated, Any
 
 import typer
 
-from streams.cli.base import Bootstrap, Prefix, cli, open_file, settings_from
-from streams.cli.groups import Root, SessionTimeout, ZkHosts, _serve
+from schemas.dispatch import MAX_JOBS_PER_ASSIGN
+from streams.cli.base import (
+    Bootstrap,
+    Prefix,
+    Root,
+    SessionTimeout,
+    ZkHosts,
+    cli,
+    open_file,
+    serve_until_stopped,
+    settings_from,
+)
 from streams.errors import TribunalError
 
 jobs_cli = typer.Typer(no_args_is_help=True, help="Dispatcher jobs: assign, finish, fail, cancel, show; caps.")
@@ -20,25 +30,6 @@ cli.add_typer(jobs_cli, name="jobs")
 Namespace = Annotated[str, typer.Option("--namespace", "-n", help="Dispatcher namespace (the record key)")]
 Web = Annotated[str | None, typer.Option(help="Worker web endpoint host:port (default "
                                          "$TRIBUNAL_WEB_HOST:$TRIBUNAL_WEB_PORT)")]
-
-
-def _until_stopped(run: Callable[[], Awaitable[None]], stop_service: Callable[[], None] | None) -> None:
-    """Run a service until it ends or SIGTERM / Ctrl-C asks it to stop (`stop_service`, else cancelled)."""
-    import contextlib
-
-    async def serve(stop: asyncio.Event) -> None:
-        task = asyncio.ensure_future(run())
-        stopped = asyncio.create_task(stop.wait())
-        await asyncio.wait([task, stopped], return_when=asyncio.FIRST_COMPLETED)
-        stopped.cancel()
-        if stop_service is not None:
-            stop_service()
-        else:
-            task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-    _serve(serve)
 
 
 @cli.command("ticker")
@@ -55,7 +46,7 @@ def ticker(interval_ms: Annotated[int, typer.Option(min=1, help="Milliseconds be
     settings = settings_from(kafka_bootstrap=bootstrap, zookeeper_hosts=zookeeper, topic_prefix=topic_prefix)
     create_topics(settings)
     service = Ticker(settings, interval_ms / 1000, Layout(root), session_timeout, frozenset(namespace or ()))
-    _until_stopped(service.run, service.stop)
+    serve_until_stopped(service.run, service.stop)
 
 
 @cli.command("executor")
@@ -72,7 +63,7 @@ def executor(worker: Annotated[str, typer.Option(help="The worker (tenant) whose
     log = open_file(run_log, "a") if run_log is not None else None
     service = Executor(settings, namespace, worker, seconds, fail_every, log)
     try:
-        _until_stopped(service.run, service.stop)
+        serve_until_stopped(service.run, None)
     finally:
         if log is not None:
             log.close()
@@ -103,7 +94,7 @@ def _echo_written(what: str, written: Any) -> None:
 @jobs_cli.command("assign")
 def jobs_assign(worker: Annotated[str, typer.Option(help="Worker (tenant) the jobs belong to")],
                 namespace: Namespace = "default",
-                count: Annotated[int, typer.Option(min=1, max=10_000, help="How many jobs")] = 1,
+                count: Annotated[int, typer.Option(min=1, max=MAX_JOBS_PER_ASSIGN, help="How many jobs")] = 1,
                 start: Annotated[int | None, typer.Option(help="Expected start, ms since the epoch "
                                                           "(default: now + --in)")] = None,
                 start_in: Annotated[float, typer.Option("--in", help="Seconds from now to the expected start")] = 0.0,
@@ -177,7 +168,7 @@ def dispatcher_api(host: Annotated[str, typer.Option(help="Address to listen on"
                    port: Annotated[int, typer.Option(help="Port to listen on")] = 8080,
                    web: Web = None, bootstrap: Bootstrap = None, topic_prefix: Prefix = None) -> None:
     """Serve the dispatcher's REST API (OpenAPI at /openapi.json): writes to Kafka, reads from the worker."""
-    from streams.dispatcher.api import serve
+    from streams.dispatcher import api
 
     settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
-    _until_stopped(lambda: serve(settings, host, port, web or settings.web), None)
+    serve_until_stopped(lambda: api.serve(settings, host, port, web or settings.web), None)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from pathlib import Path
@@ -13,36 +12,18 @@ import typer
 from streams.cli.base import (
     Bootstrap,
     Prefix,
+    Root,
+    SessionTimeout,
+    ZkHosts,
     cli,
     open_file,
+    serve,
+    serve_until_stopped,
     settings_from,
 )
 from streams.errors import TribunalError
 
 # -- scheduler groups: the ZooKeeper bridge, a scheduler, manual balancing ------------------------
-ZkHosts = Annotated[str | None, typer.Option("--zookeeper", "-z", help="ZooKeeper hosts (default "
-                                             "$TRIBUNAL_ZOOKEEPER_HOSTS, $ZOOKEEPER_HOSTS, 127.0.0.1:2181)")]
-Root = Annotated[str, typer.Option("--root", help="ZooKeeper root of the scheduler groups")]
-SessionTimeout = Annotated[float, typer.Option("--session-timeout", help="ZooKeeper session timeout, seconds")]
-
-
-def _serve(make: Any) -> None:
-    """Run an asyncio service until SIGTERM or Ctrl-C."""
-    import logging
-    import signal
-
-    logging.basicConfig(level=logging.INFO, format="[%(asctime)s] [%(process)d] [%(levelname)s] %(message)s")
-    logging.getLogger("kazoo.client").setLevel(logging.WARNING)
-
-    async def main() -> None:
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await make(stop)
-
-    asyncio.run(main())
-
 
 @cli.command("zk-bridge")
 def zk_bridge(bootstrap: Bootstrap = None, zookeeper: ZkHosts = None, topic_prefix: Prefix = None,
@@ -60,13 +41,7 @@ def zk_bridge(bootstrap: Bootstrap = None, zookeeper: ZkHosts = None, topic_pref
     create_topics(settings)
     bridge = Bridge(settings, Layout(root), snapshot_interval, drop_watch_events, session_timeout)
 
-    async def serve(stop: asyncio.Event) -> None:
-        task = asyncio.create_task(bridge.run())
-        await stop.wait()
-        bridge.stop()
-        await task
-
-    _serve(serve)
+    serve_until_stopped(bridge.run, bridge.stop)
 
 
 @cli.command("scheduler")
@@ -97,7 +72,7 @@ def scheduler(group: Annotated[str, typer.Option(help="Scheduler group")],
 
     client = SchedulerClient(settings, group, scheduler_id, address, fault_tolerance, alarm_threshold, Layout(root),
                              session_timeout, drain_interval, on_start=note("start"), on_stop=note("stop"))
-    _serve(client.run)
+    serve(client.run)
 
 
 @cli.command("rebalance")

@@ -23,8 +23,8 @@ from pydantic import BaseModel, ValidationError
 from schemas import dispatch as records
 from schemas.dispatch_api import AssignBody, CapBody, FailBody, Problem, Written, openapi
 from streams.dispatcher.client import DispatcherClient, uuids_of
-from streams.errors import TribunalError
-from streams.io import NotFound, worker_page
+from streams.errors import NotFound, TribunalError
+from streams.io import worker_page
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -71,16 +71,15 @@ class Api:
         raw = await request.read()
         return model.model_validate_json(raw or b"{}")
 
-    async def _send(self, command: BaseModel,
-                    uuids: Callable[[Any], list[str]] | None = None) -> web.Response:
+    async def _send(self, command: records.Command, jobs: int = 0) -> web.Response:
+        """Write `command`; 202 with its coordinates (and, for an assign of `jobs` jobs, their uuids)."""
         from aiokafka.errors import KafkaError
 
         try:
             written = await self.client.send(command)
         except KafkaError as e:
             raise TribunalError(f"Kafka did not take the record: {e}") from None
-        body = Written(topic=written.topic, partition=written.partition, offset=written.offset,
-                       uuids=uuids(written) if uuids is not None else None)
+        body = Written(**written._asdict(), uuids=uuids_of(written, jobs) if jobs else None)
         return web.json_response(body.model_dump(exclude_none=True), status=202)
 
     async def max_threads(self, request: web.Request) -> web.Response:
@@ -95,7 +94,7 @@ class Api:
     async def assign(self, request: web.Request) -> web.Response:
         body = await self._body(request, AssignBody)
         command = records.JobsAssigned(namespace=request.match_info["namespace"], **body.model_dump())
-        return await self._send(command, uuids=lambda w: uuids_of(w, len(command.jobs)))
+        return await self._send(command, jobs=len(command.jobs))
 
     async def finish(self, request: web.Request) -> web.Response:
         return await self._send(records.JobFinished(namespace=request.match_info["namespace"],

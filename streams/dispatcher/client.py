@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import orjson
-from pydantic import BaseModel
 
 from schemas import dispatch as records
 from streams import kafka
@@ -137,11 +136,11 @@ class DispatcherClient:
     async def cancel_job(self, uuid: str) -> Written:
         return await self.send(records.JobCancelled(namespace=self.namespace, uuid=uuid))
 
-    async def send(self, command: BaseModel) -> Written:
+    async def send(self, command: records.Command) -> Written:
         """Write one command (keyed by its namespace) and wait for the broker's acknowledgement."""
         topic = self.settings.topic(DISPATCH_COMMANDS)
-        key = getattr(command, "namespace", self.namespace).encode()
-        meta = await self._producer.send_and_wait(topic, command.model_dump_json().encode(), key=key)
+        meta = await self._producer.send_and_wait(topic, command.model_dump_json().encode(),
+                                                  key=command.namespace.encode())
         return Written(topic, meta.partition, meta.offset)
 
     # -- listening ---------------------------------------------------------------------------------

@@ -28,7 +28,6 @@ class Executor:
         self.seen: set[tuple[str, int]] = set()
         self.tasks: set[asyncio.Task[None]] = set()
         self.attempts = 0
-        self._stop = asyncio.Event()
 
     def _log(self, event: str, job: JobStarted, **more: Any) -> None:
         if self.run_log is not None:
@@ -60,21 +59,13 @@ class Executor:
 
             client.on_job_start(started)
             client.on_job_fail(lambda outcome: log.warning("job %s failed for good: %s", outcome.uuid, outcome.error))
-            listening = asyncio.create_task(client.run())
             log.info("executor for %s/%s running jobs of %.1f s", self.namespace, self.worker, self.seconds)
-            stopped = asyncio.create_task(self._stop.wait())
-            await asyncio.wait([listening, stopped], return_when=asyncio.FIRST_COMPLETED)
-            stopped.cancel()
-            failed = listening.exception() if listening.done() and not listening.cancelled() else None
-            listening.cancel()
-            await asyncio.gather(listening, *self.tasks, return_exceptions=True)
-            if failed is not None:  # the broker went away: the executor stops with its error
-                raise failed
+            try:
+                await client.run()  # until cancelled, or the broker goes away (the executor stops with its error)
+            finally:
+                await asyncio.gather(*self.tasks, return_exceptions=True)  # the jobs under way report their end
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self.tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:  # the job stays running until its timeout
             log.error("reporting a job's end failed: %r", task.exception())
-
-    def stop(self) -> None:
-        self._stop.set()

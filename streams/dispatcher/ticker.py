@@ -25,7 +25,7 @@ import orjson
 from streams import kafka
 from streams.core.dispatch import DISPATCHER_HEALTH, TICKS
 from streams.settings import Settings
-from streams.zk.election import stand
+from streams.zk.election import Candidacy, session
 from streams.zk.layout import Layout
 
 log = logging.getLogger(__name__)
@@ -44,10 +44,8 @@ class Ticker:
     always: frozenset[str] = frozenset()  # namespaces ticked whether or not they have work
     active: dict[str, bool] = field(default_factory=dict)  # namespace -> has jobs pending or running
     leading: threading.Event = field(default_factory=threading.Event)
-    stopping: threading.Event = field(default_factory=threading.Event)
+    candidacy: Candidacy = field(default_factory=Candidacy)
     session_lost: threading.Event = field(default_factory=threading.Event)
-    sent: int = 0
-    election: Any = None
 
     def namespaces(self) -> list[str]:
         return sorted(self.always | {ns for ns, busy in self.active.items() if busy})
@@ -98,34 +96,26 @@ class Ticker:
                     now = int(time.time() * 1000)
                     sent = [await producer.send(topic, tick(ns, now), key=ns.encode()) for ns in self.namespaces()]
                     await asyncio.gather(*sent)
-                    self.sent += len(sent)
                 due = max(due + self.interval, loop.time())  # behind: tick now, not in a burst
                 await asyncio.sleep(due - loop.time())
         finally:
             await producer.stop()
 
+    @property
+    def stopping(self) -> threading.Event:
+        return self.candidacy.stopping
+
     async def run(self) -> None:
-        from kazoo.client import KazooClient
-
-        zk = KazooClient(hosts=self.settings.zookeeper_hosts, timeout=self.session_timeout)
-        zk.add_listener(self._on_state)
-        await asyncio.to_thread(zk.start, 30)
-        tasks = [asyncio.create_task(self._follow_health()), asyncio.create_task(self._tick()),
-                 asyncio.create_task(stand(zk, self.layout.ticker_election, self._lead, self.stopping, self._elected))]
-        try:
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-            for task in done:
-                task.result()  # a loop that failed (the broker unreachable): the ticker stops with its error
-        finally:
-            self.stop()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            await asyncio.to_thread(zk.stop)
-            zk.close()
-
-    def _elected(self, election: Any) -> None:
-        self.election = election
+        async with session(self.settings.zookeeper_hosts, self.session_timeout, self._on_state) as zk:
+            tasks = [asyncio.create_task(self._follow_health()), asyncio.create_task(self._tick()),
+                     asyncio.create_task(self.candidacy.stand(zk, self.layout.ticker_election, self._lead))]
+            try:
+                done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    task.result()  # a loop that failed (the broker unreachable): the ticker stops with its error
+            finally:
+                self.stop()
+                await asyncio.gather(*tasks, return_exceptions=True)
 
     def stop(self) -> None:
-        self.stopping.set()
-        if self.election is not None:
-            self.election.cancel()
+        self.candidacy.stop()

@@ -12,7 +12,6 @@ snapshots), so tests can show that the snapshot repairs what watches lost.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import random
@@ -23,7 +22,7 @@ from typing import Any
 
 from streams.core.groups import JOB_EVENTS, SCHEDULER_EVENTS
 from streams.settings import Settings
-from streams.zk.election import stand
+from streams.zk.election import Candidacy, session
 from streams.zk.layout import Layout, is_group
 from streams.zk.publisher import Publisher
 
@@ -59,14 +58,14 @@ class Bridge:
         self.rng = random.Random(seed)
         self.views: dict[str, GroupView] = {}
         self.lock = threading.RLock()
-        self.stopping = threading.Event()
+        self.candidacy = Candidacy()
+        self.stopping = self.candidacy.stopping
         self.reconnected = threading.Event()
         self.session_lost = threading.Event()
         self.watching: set[str] = set()
         self.term = 0  # leadership term: watches of an earlier term stop themselves
         self.dropped = 0
         self.publisher: Publisher | None = None
-        self.election: Any = None
 
     # -- publishing ---------------------------------------------------------------------------
     def _publish(self, topic: str, group: str, event: dict[str, Any], droppable: bool = True) -> None:
@@ -237,26 +236,14 @@ class Bridge:
             self.reconnected.set()
 
     async def run(self) -> None:
-        from kazoo.client import KazooClient
-
-        zk = KazooClient(hosts=self.settings.zookeeper_hosts, timeout=self.session_timeout)
-        zk.add_listener(self._on_state)
         async with Publisher(self.settings.kafka_bootstrap) as publisher:
             self.publisher = publisher
-            await asyncio.to_thread(zk.start, 30)
-            try:
-                await asyncio.to_thread(zk.ensure_path, self.layout.root)
-                await stand(zk, self.layout.election, lambda: self._lead(zk), self.stopping, self._elected)
-            finally:
-                self.stopping.set()
-                await asyncio.to_thread(zk.stop)
-                zk.close()
-
-    def _elected(self, election: Any) -> None:
-        self.election = election
+            async with session(self.settings.zookeeper_hosts, self.session_timeout, self._on_state) as zk:
+                try:
+                    await self.candidacy.stand(zk, self.layout.election, lambda: self._lead(zk))
+                finally:
+                    self.stopping.set()
 
     def stop(self) -> None:
-        self.stopping.set()
+        self.candidacy.stop()
         self.reconnected.set()
-        if self.election is not None:
-            self.election.cancel()

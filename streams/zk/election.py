@@ -1,9 +1,9 @@
-"""Standing for election in ZooKeeper (kazoo's Election recipe) until told to stop.
+"""A ZooKeeper session for a service, and standing for election in it until told to stop.
 
 The bridge and the ticker each run one active process among their replicas: each replica stands
-in its election, the elected one works in `lead` (on a thread of asyncio's pool: kazoo's recipe
-blocks), and when its session ends
-under the election it stands again with the session kazoo makes next.
+in its election (kazoo's Election recipe), the elected one works in `lead` (on a thread of
+asyncio's pool: the recipe blocks), and when its session ends under the election it stands again
+with the session kazoo makes next.
 """
 
 from __future__ import annotations
@@ -12,10 +12,26 @@ import asyncio
 import logging
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 log = logging.getLogger(__name__)
+
+
+@asynccontextmanager
+async def session(hosts: str, timeout: float, listener: Callable[[str], Any]) -> AsyncIterator[Any]:
+    """A started kazoo client whose state changes go to `listener`; stopped and closed on the way out."""
+    from kazoo.client import KazooClient
+
+    zk = KazooClient(hosts=hosts, timeout=timeout)
+    zk.add_listener(listener)
+    await asyncio.to_thread(zk.start, 30)
+    try:
+        yield zk
+    finally:
+        await asyncio.to_thread(zk.stop)
+        zk.close()
 
 
 def identifier() -> str:
@@ -23,20 +39,30 @@ def identifier() -> str:
     return f"{socket.gethostname()}:{threading.get_native_id()}"
 
 
-async def stand(zk: Any, path: str, lead: Callable[[], None], stopping: threading.Event,
-                on_election: Callable[[Any], None] = lambda election: None) -> None:
-    """Stand in `path`'s election until `stopping` is set; `lead()` runs whenever this process is elected
-    and returns when its leadership should end. `on_election` receives each election, to cancel it."""
-    from kazoo.exceptions import KazooException
+class Candidacy:
+    """Standing in one election until `stop()`: `stopping` is what `lead` watches to step down."""
 
-    await asyncio.to_thread(zk.ensure_path, path)
-    who = identifier()
-    while not stopping.is_set():
-        election = zk.Election(path, who)
-        on_election(election)
-        try:
-            await asyncio.to_thread(election.run, lead)
-        except KazooException as e:  # the session ended under the election: stand again
-            log.warning("leader election at %s interrupted: %r", path, e)
-        if not stopping.is_set():
-            await asyncio.sleep(1.0)
+    def __init__(self) -> None:
+        self.stopping = threading.Event()
+        self.election: Any = None
+
+    async def stand(self, zk: Any, path: str, lead: Callable[[], None]) -> None:
+        """Stand in `path`'s election until stopped; `lead()` runs whenever this process is elected and
+        returns when its leadership should end."""
+        from kazoo.exceptions import KazooException
+
+        await asyncio.to_thread(zk.ensure_path, path)
+        who = identifier()
+        while not self.stopping.is_set():
+            self.election = zk.Election(path, who)
+            try:
+                await asyncio.to_thread(self.election.run, lead)
+            except KazooException as e:  # the session ended under the election: stand again
+                log.warning("leader election at %s interrupted: %r", path, e)
+            if not self.stopping.is_set():
+                await asyncio.sleep(1.0)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        if self.election is not None:
+            self.election.cancel()

@@ -95,19 +95,18 @@ def apply(state: DispatchState, record: SourceRecord, topic: str) -> tuple[Dispa
         return state, []
     if admitted.jobs.touched:  # `touched` names the job buckets this record changes (`Jobs`)
         admitted = admitted._replace(jobs=admitted.jobs.untouched())
-    namespace = key_of(record, topic)
     try:
-        command = _parse(record, topic, namespace)
-        out = Out(record, namespace, admitted)
+        command = _parse(record, topic)
+        out = Out(record, command.namespace, admitted)  # the namespace `key_of` gives, without parsing again
         after = _HANDLERS[type(command)](admitted, command, out)
     except Rejected as rejection:
-        return reject(admitted, record, rejection, namespace, admitted=True)
+        return reject(admitted, record, rejection, key_of(record, topic), admitted=True)
     if out.seqs is not None:
         after = after._replace(seqs=out.seqs)
     return after, out.emits
 
 
-def _parse(record: SourceRecord, topic: str, namespace: str) -> Any:
+def _parse(record: SourceRecord, topic: str) -> Any:
     value = readable(record)
     adapter = _COMMAND if topic == DISPATCH_COMMANDS else _TICK if topic == TICKS else None
     if adapter is None:
@@ -117,7 +116,7 @@ def _parse(record: SourceRecord, topic: str, namespace: str) -> Any:
     except ValidationError as error:
         what = "tick" if topic == TICKS else "command"
         raise Rejected("bad_command", f"invalid {what}: {error_text(error)}") from None
-    if bool(record.key) and record_key(record) != namespace:  # `namespace` is what the value names
+    if bool(record.key) and record_key(record) != command.namespace:
         raise Rejected("namespace_mismatch",
                        f"{command.type} names namespace {command.namespace!r} but its key is {record_key(record)!r}")
     return command
@@ -136,24 +135,22 @@ def _worker_max(state: DispatchState, command: records.WorkerMaxSet, out: Out) -
 
 def _assign(state: DispatchState, command: records.JobsAssigned, out: Out) -> DispatchState:
     worker, record, first = state.worker(command.worker), out.record, state.assigned
-    run, jobs = [], []
+    run, jobs = [], []  # the jobs in start order already (acceptable starts rise with the order): one queue entry
     for i, (spec, acceptable) in enumerate(zip(command.jobs, acceptable_starts(command.start, command.end,
                                                                              len(command.jobs)), strict=True)):
         uuid = job_uuid(DISPATCH_COMMANDS, record.partition, record.offset, i)
         jobs.append(Job(uuid, spec.external_id, spec.info, command.worker, command.start, acceptable, first + i,
                         spec.max_retries, spec.timeout_ms))
         run.append((acceptable, first + i, uuid))
-    uuids = [job.uuid for job in jobs]
     state = state._replace(jobs=state.jobs.added(jobs), assigned=first + len(jobs))
-    # the jobs are in start order already (acceptable starts rise with the order): one queue entry for all
+    worker = worker._replace(pending=worker.pending + len(jobs))
     if command.start <= state.now:
-        worker = worker._replace(pending=worker.pending + len(uuids), ready=push_run(worker.ready, tuple(run)))
+        worker = worker._replace(ready=push_run(worker.ready, tuple(run)))
     else:
         state = state._replace(waiting=push(state.waiting, (command.start, first, command.worker, tuple(run))))
-        worker = worker._replace(pending=worker.pending + len(uuids))
     state = _put(state, command.worker, worker)
     out.emit(JOB_OUTCOMES, {"type": "JobsAccepted", "namespace": out.namespace, "worker": command.worker,
-                            "request_id": command.request_id, "uuids": uuids})
+                            "request_id": command.request_id, "uuids": [job.uuid for job in jobs]})
     return _health(_schedule(state, out), out)
 
 
