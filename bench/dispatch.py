@@ -47,6 +47,7 @@ class Tenants:
     bootstrap: str
     prefix: str
     seen: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
+    written: list[float] = field(default_factory=list)  # each start's record timestamp (the worker's produce), s
     stop: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def run(self, ready: asyncio.Event) -> None:
@@ -63,6 +64,7 @@ class Tenants:
                     for r in records:
                         start = orjson.loads(r.value)
                         self.seen.append((now, start))
+                        self.written.append(r.timestamp / 1000)
                         await producer.send(topic, orjson.dumps({"type": "JobFinished", "namespace": start["namespace"],
                                                                  "uuid": start["uuid"]}), key=r.key)
         finally:
@@ -92,6 +94,7 @@ def assign(namespace: str, worker: str, n: int, start: Any = 0) -> dict[str, Any
 @dataclass
 class Run:
     seen: list[tuple[float, dict[str, Any]]]
+    written: list[float]
     cpu: float
     seconds: float
 
@@ -116,13 +119,15 @@ async def phase(bootstrap: str, zk: str, home: Path, name: str, setup: list[dict
         await send_all(bootstrap, f"{name}.dispatch-commands", setup)
         if not await collect(bootstrap, f"{name}.ticks", 1, 120):
             raise RuntimeError(f"the ticker never ticked; see {home / f'{name}-ticker.log'}")
+        if not await collect(bootstrap, f"{name}.dispatcher-health", len(setup), 120):  # the worker is deciding
+            raise RuntimeError(f"the worker never answered; see {env['TRIBUNAL_DATA_DIR']}.log")
         cpu, started = worker_cpu(worker.pid), time.monotonic()
         feeding = asyncio.create_task(send_all(bootstrap, f"{name}.dispatch-commands", load, rate))
         await asyncio.sleep(seconds)
         await feeding
         tenants.stop.set()
         await task
-        return Run(tenants.seen, worker_cpu(worker.pid) - cpu, time.monotonic() - started)
+        return Run(tenants.seen, tenants.written, worker_cpu(worker.pid) - cpu, time.monotonic() - started)
     finally:
         task.cancel()
         for proc in (ticker, worker):
@@ -144,11 +149,22 @@ def delays(seen: list[tuple[float, dict[str, Any]]], workers: set[str] | None = 
     return statistics.median(ms), _p99(ms)
 
 
+def stages(run: Run) -> str:
+    """Where the start delay goes, p50 / p99 ms of each stage: the tick that reached the expected start
+    (its `now` minus the expected start), the worker (its write of JobStarted minus that tick's `now`:
+    ticker send, fold, produce) and the commit (visible to read_committed minus the write)."""
+    tick = sorted(float(s["started_at"] - int(s["info"])) for _, s in run.seen)
+    fold = sorted(w * 1000 - s["started_at"] for w, (_, s) in zip(run.written, run.seen, strict=True))
+    commit = sorted((at - w) * 1000 for w, (at, _) in zip(run.written, run.seen, strict=True))
+    return ", ".join(f"{name} {statistics.median(ms):.1f} / {_p99(ms):.1f}"
+                     for name, ms in (("tick", tick), ("worker", fold), ("commit", commit)))
+
+
 async def main_async(args: argparse.Namespace, cluster: Any) -> None:
     bootstrap, home, zk = cluster.topology.bootstrap, cluster.topology.home, cluster.topology.zookeeper_hosts
-    loop_rate, _, _ = await run_baseline(bootstrap, 20_000, 1_000, 3)
+    loop_rate = 0.0 if args.latency_only else (await run_baseline(bootstrap, 20_000, 1_000, 3))[0]
     results = []
-    for label, spaces in (("one namespace", 1), ("ten namespaces", 10)):
+    for label, spaces in () if args.latency_only else (("one namespace", 1), ("ten namespaces", 10)):
         cap = args.cap // spaces
         setup = [{"type": "MaxThreadsSet", "namespace": f"ns{i}", "max": cap} for i in range(spaces)]
         load = [assign(f"ns{b % spaces}", f"w{b % 7}", 1_000) for b in range(args.jobs // 1_000)]
@@ -158,7 +174,7 @@ async def main_async(args: argparse.Namespace, cluster: Any) -> None:
     lat = await phase(bootstrap, zk, home, "lat", [{"type": "MaxThreadsSet", "namespace": "lat", "max": 10_000}],
                       [assign("lat", f"w{i % 5}", 1, "now+500") for i in range(n)], 200, args.seconds)
     fair = []
-    for heavy in (False, True):
+    for heavy in () if args.latency_only else (False, True):
         setup = [{"type": "MaxThreadsSet", "namespace": "fair", "max": 2_000},
                  {"type": "WorkerMaxSet", "namespace": "fair", "worker": "heavy", "max": 1_000}]
         load = []
@@ -170,12 +186,15 @@ async def main_async(args: argparse.Namespace, cluster: Any) -> None:
         run = await phase(bootstrap, zk, home, f"fair{int(heavy)}", setup, load, per_second, args.seconds)
         fair.append(delays(run.seen, workers={f"light{i}" for i in range(9)}))
     print(f"{describe()}; ticker every 100 ms, worker commit interval 0.1 s; {args.seconds:g} s a phase")
+    p50, p99 = delays(lat.seen)
+    print(f"start delay at 200 jobs/s (visible minus expected start): p50 {p50:.1f} ms, p99 {p99:.1f} ms "
+          f"(p50 / p99 ms by stage: {stages(lat)})")
+    if args.latency_only:
+        return
     print(f"bare aiokafka loop (consume one, produce one), backlog: {loop_rate:,.0f} records/s")
     for label, rate, cpu, total in results:
         print(f"dispatches/s, {label} (cap {args.cap} in all, backlog {args.jobs:,}): {rate:,.0f} "
               f"({rate / loop_rate:.2f} of the loop; worker {cpu:.0%} of a core; {total:,} starts seen)")
-    p50, p99 = delays(lat.seen)
-    print(f"start delay at 200 jobs/s (visible minus expected start): p50 {p50:.1f} ms, p99 {p99:.1f} ms")
     print(f"light tenants' start delay, heavy tenant off: p50 {fair[0][0]:.1f} p99 {fair[0][1]:.1f} ms; "
           f"on (100x): p50 {fair[1][0]:.1f} p99 {fair[1][1]:.1f} ms")
 
@@ -185,6 +204,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--jobs", type=int, default=120_000)
     parser.add_argument("--cap", type=int, default=2_000)
+    parser.add_argument("--latency-only", action="store_true", help="Only the start-delay phase")
     os.environ.setdefault("TRIBUNAL_LOG_LEVEL", "warning")
     with local_stack("dispatch") as cluster:  # outside the event loop: its start-up check runs one of its own
         asyncio.run(main_async(parser.parse_args(), cluster))
