@@ -179,35 +179,50 @@ def _replay_kafka(settings: Settings, replayer: Any, sink: Any, verify: bool, st
 @cli.command("explain")
 def explain_command(pool: Annotated[str | None, typer.Option(help="Pool id (with --seq)")] = None,
                     group: Annotated[str | None, typer.Option(help="Scheduler group (with --seq)")] = None,
+                    namespace: Annotated[str | None, typer.Option(help="Dispatcher namespace (with --seq; with "
+                                                                  "--job, saves finding it)")] = None,
                     seq: Annotated[int | None, typer.Option(help="The decision's seq (scaling-decisions for a "
-                                                            "pool, group-health for a group)")] = None,
+                                                            "pool, group-health for a group, dispatcher-health "
+                                                            "for a namespace)")] = None,
                     stream: Annotated[str | None, typer.Option(help="Output topic the seq counts on (default "
-                                                               "scaling-decisions / group-health)")] = None,
+                                                               "as --seq says)")] = None,
                     cause: Annotated[str | None, typer.Option(
                         help="Or the input itself: TOPIC:PARTITION:OFFSET")] = None,
+                    job: Annotated[str | None, typer.Option(help="Or a dispatcher job's uuid: why it started "
+                                                            "when it did (each wait, start and outcome)")] = None,
                     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable")] = False,
                     bootstrap: Bootstrap = None, topic_prefix: Prefix = None) -> None:
     """Why a decision was made: input, policy and ranges, state before, rounds and scores, state after, reason."""
     from streams.audit.explain import cause_of_seq, explain, parse_cause, render
+    from streams.audit.jobs import job_history, render_history
     from streams.audit.kafka_log import KafkaLog
     from streams.audit.progress import LazyProgress
 
     settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
-    if cause is None and (seq is None or (pool is None) == (group is None)):
-        raise TribunalError("give --cause TOPIC:PARTITION:OFFSET, or --seq N with one of --pool and --group")
+    keys = {"pool": pool, "group": group, "namespace": namespace}
+    named = [(kind, key) for kind, key in keys.items() if key is not None]
+    if job is None and cause is None and (seq is None or len(named) != 1):
+        raise TribunalError("give --job UUID, --cause TOPIC:PARTITION:OFFSET, or --seq N with one of --pool, --group "
+                            "and --namespace")
     with LazyProgress("reading the log") as bar:
         log = KafkaLog.read(settings, bar.advance)
+    if job is not None:
+        history = job_history(log, settings, job, namespace)
+        typer.echo(json.dumps(history, indent=2) if as_json else render_history(history))
+        return
     if cause is not None:
         target = parse_cause(cause)
         if not target[0].startswith(settings.topic_prefix):  # given without the deployment's prefix
             target = (settings.topic(target[0]), target[1], target[2])
     else:
         assert seq is not None
-        key = pool if pool is not None else group
-        assert key is not None
-        target = cause_of_seq(log, settings, stream or ("scaling-decisions" if pool else "group-health"), key, seq)
+        kind, key = named[0]
+        target = cause_of_seq(log, settings, stream or SEQ_STREAM[kind], key, seq)
     found = explain(log, settings, target)
     typer.echo(json.dumps(found, indent=2) if as_json else render(found))
+
+
+SEQ_STREAM = {"pool": "scaling-decisions", "group": "group-health", "namespace": "dispatcher-health"}
 
 
 @cli.command("report")

@@ -61,6 +61,9 @@ def test_jobs_start_under_the_caps_finish_frees_a_slot_and_replay_agrees(worker_
         text = tribunal("explain", "--cause", f"dispatch-commands:{cause['partition']}:{cause['offset']}",
                         env=worker_env).stdout
         assert "started" in text and "worker ran 1 (cap 2)" in text and "#1 in the startable queue" in text
+        history = tribunal("explain", "--job", starts[2]["uuid"], env=worker_env).stdout
+        assert "its worker was at its cap" in history and "its expected start had not come" in history, history
+        assert f"started   attempt 1 at 5000 by {commands}[{cause['partition']}]@{cause['offset']}" in history
         assert worker.alive
     finally:
         worker.stop()

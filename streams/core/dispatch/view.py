@@ -40,6 +40,26 @@ def job(state: DispatchState, uuid: str) -> dict[str, Any] | None:
     return {**found._asdict(), "status": status, "now": state.now}
 
 
+def standing(state: DispatchState, uuid: str) -> dict[str, Any] | None:
+    """Why a held job that is not running has not started, after a record (`explain --job`): its
+    expected start not reached, or, startable, a cap that is full (after every record the fold starts
+    all it may, so one of the two caps holds a startable job), with the startable jobs ahead of it."""
+    job = state.jobs.get(uuid)
+    if job is None or job.running:
+        return None
+    worker = state.worker(job.worker)
+    counts = {"namespace_running": state.running, "namespace_max": state.max,
+              "worker_running": worker.running, "worker_max": worker.max}
+    if job.expected_start > state.now:
+        return {"status": "pending", "reason": "expected_start", **counts}
+    place = (job.acceptable_start, job.order)
+    ahead = [j for j in state.jobs.values()
+             if not j.running and j.expected_start <= state.now and (j.acceptable_start, j.order) < place]
+    reason = "namespace_cap" if state.running >= state.max else "worker_cap" if not worker.has_room() else "none"
+    return {"status": "startable", "reason": reason, "place": len(ahead) + 1,
+            "place_on_worker": sum(j.worker == job.worker for j in ahead) + 1, **counts}
+
+
 def explain(before: DispatchState, outputs: list[dict[str, Any]]) -> dict[str, Any]:
     """For each job the record started: where it stood in the queue and the caps it started under."""
     if not any(o["type"] == "JobStarted" for o in outputs):
@@ -72,20 +92,29 @@ def explain(before: DispatchState, outputs: list[dict[str, Any]]) -> dict[str, A
     return {"now_before": before.now, "starts": starts}
 
 
+def counts_line(found: Mapping[str, Any]) -> str:
+    """The namespace's and the worker's running counts against their caps, as `explain` prints them."""
+    cap = "no cap" if found["worker_max"] is None else f"cap {found['worker_max']}"
+    return (f"namespace ran {found['namespace_running']} of {found['namespace_max']}, worker ran "
+            f"{found['worker_running']} ({cap})")
+
+
+def because(start: Mapping[str, Any]) -> str:
+    """Why a start could happen: the counts it started under and its place in the queue before."""
+    place = start["place_in_queue_before"]
+    return f"{counts_line(start)}; " + (f"it was #{place} in the startable queue" if place else
+                                        "it became startable with this record")
+
+
 def render(found: Mapping[str, Any]) -> list[str]:
     """`explain`'s text for a dispatcher record: each start, why then and not before."""
     if "rejected" in found:
         return []
     lines = [f"now before  {found.get('now_before')}"]
     for s in found.get("starts", []):
-        cap = "no cap" if s["worker_max"] is None else f"cap {s['worker_max']}"
-        place = s["place_in_queue_before"]
         lines.append(f"started     {s['uuid']} attempt {s['attempt']} at {s['started_at']} "
                      f"(expected {s['expected_start']}, acceptable {s['acceptable_start']})")
-        lines.append(f"  because   namespace ran {s['namespace_running']} of {s['namespace_max']}, "
-                     f"worker ran {s['worker_running']} ({cap}); "
-                     + (f"it was #{place} in the startable queue" if place else
-                        "it became startable with this record"))
+        lines.append(f"  because   {because(s)}")
     for o in found.get("outputs", []):
         if o.get("type") not in ("JobStarted", "DispatcherHealth"):
             lines.append(f"outcome     {o['type']} {o.get('uuid') or o.get('uuids')}")

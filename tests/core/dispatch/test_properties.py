@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from streams.core.dispatch import DispatchState, buckets, dump, load
 from streams.core.dispatch.codec import dump_bucket, touched
+from streams.core.dispatch.view import standing
 from tests.core.dispatch.script import Script, assign, command, tick
 
 WORKERS = ("a", "b", "c")
@@ -175,3 +176,7 @@ def test_every_worker_that_can_start_offers_its_top_and_no_slot_idles(steps: lis
             startable = [j for j in state.jobs.values() if not j.running and j.expected_start <= state.now
                          and state.worker(j.worker).has_room()]
             assert not startable, f"{startable[0].uuid} waits with a slot free"
+        for job in state.jobs.values():  # and `explain --job` names the cap that holds every waiting job
+            found = standing(state, job.uuid)
+            assert (found is None) == job.running
+            assert found is None or found["reason"] != "none", f"{job.uuid} waits and nothing holds it"

@@ -1,0 +1,143 @@
+"""A job's history (`tribunal explain --job`): why it started when it did and not earlier.
+
+Derived like every explanation: the namespace's records are replayed through the pure core in the
+order the worker applied them, and after each one the job's standing is read from the state (the
+dispatcher's `view.standing`): its expected start not reached yet, or startable and held by the
+namespace's cap or its worker's, with its place among the startable jobs. Consecutive records that
+leave it held for the same reason under the same caps are one step, so a wait of a thousand ticks
+reads as one line.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from streams.audit.kafka_log import KafkaLog
+from streams.core.dispatch import JOB_OUTCOMES, TICKS
+from streams.core.dispatch import view as dispatch_view
+from streams.core.folds import DISPATCH, scope
+from streams.core.source import SourceRecord
+from streams.errors import NotFound
+from streams.replay import Replayer
+from streams.settings import Settings
+
+_SAME_STEP = ("status", "reason", "namespace_max", "worker_max")  # a wait's step changes when one of these does
+
+
+def namespace_of(log: KafkaLog, settings: Settings, uuid: str) -> str:
+    """The namespace whose `JobsAccepted` lists the job."""
+    topic = settings.topic(JOB_OUTCOMES)
+    for (recorded_topic, key), records in log.recorded.items():
+        if recorded_topic == topic and any(_accepted(r, uuid) for r in records):
+            return key
+    raise NotFound(f"no JobsAccepted lists job {uuid!r} on {topic}: not a job of this deployment, or its "
+                   "assign is not decided yet")
+
+
+def _accepted(record: SourceRecord, uuid: str) -> bool:
+    if record.value is None or uuid.encode() not in record.value:
+        return False
+    value = orjson.loads(record.value)
+    return value.get("type") == "JobsAccepted" and uuid in value.get("uuids", ())
+
+
+def job_history(log: KafkaLog, settings: Settings, uuid: str, namespace: str | None = None) -> dict[str, Any]:
+    """The job's assign, each wait (why, under which caps, its place in the queue), each start with the
+    counts it started under, and each outcome, up to its final one."""
+    namespace = namespace or namespace_of(log, settings, uuid)
+    slot, ticks = (DISPATCH.name, namespace), settings.topic(TICKS)
+    replayer = Replayer(topic_prefix=settings.topic_prefix)
+    steps: list[dict[str, Any]] = []
+    seen = False
+    for record in log.ordered():
+        if scope(record, settings.topic_prefix) != slot:
+            continue  # namespaces are independent: only the job's own is replayed
+        before = replayer.states.get(slot) or DISPATCH.empty()
+        outputs = [orjson.loads(out.value) for out in replayer.feed(record)]
+        after = replayer.states[slot]
+        where = _where(record, after.now)
+        mine = [o for o in outputs if o.get("uuid") == uuid or uuid in o.get("uuids", ())]
+        for output in mine:
+            seen = True
+            steps.append(_event(output, where, before, outputs))
+            if output["type"] == "JobsAccepted" and (job := after.jobs.get(uuid)) is not None:
+                steps[-1].update(expected_start=job.expected_start, acceptable_start=job.acceptable_start,
+                                 external_id=job.external_id, max_retries=job.max_retries, timeout_ms=job.timeout_ms)
+        standing = dispatch_view.standing(after, uuid)
+        if standing is not None:
+            seen = True
+            _wait(steps, standing, where, record.topic == ticks)
+        elif seen and after.jobs.get(uuid) is None:
+            break  # its final outcome: it has left the state
+    if not seen:
+        raise NotFound(f"job {uuid!r} does not appear in namespace {namespace!r}'s log")
+    return {"job": uuid, "namespace": namespace, "steps": steps}
+
+
+def _where(record: SourceRecord, now: int) -> dict[str, Any]:
+    return {"topic": record.topic, "partition": record.partition, "offset": record.offset, "now": now}
+
+
+def _event(output: dict[str, Any], where: dict[str, Any], before: Any, outputs: list[dict[str, Any]]) -> dict[str, Any]:
+    kind = output["type"]
+    if kind == "JobsAccepted":
+        return {"step": "assigned", "by": where, "worker": output["worker"], "request_id": output.get("request_id")}
+    if kind == "JobStarted":
+        start = next(s for s in dispatch_view.explain(before, outputs)["starts"] if s["uuid"] == output["uuid"])
+        return {"step": "started", "by": where, **start}
+    return {"step": "outcome", "by": where, "type": kind, "attempt": output.get("attempt"),
+            "final": output.get("final"), "error": output.get("error") or ""}
+
+
+def _wait(steps: list[dict[str, Any]], standing: dict[str, Any], where: dict[str, Any], tick: bool) -> None:
+    """Extend the last wait if nothing that explains it changed, else begin a new one."""
+    last = steps[-1] if steps else None
+    if last is not None and last["step"] == "waited" and all(last[k] == standing[k] for k in _SAME_STEP):
+        last.update(to=where, records=last["records"] + 1, ticks=last["ticks"] + tick,
+                    namespace_running=standing["namespace_running"], worker_running=standing["worker_running"],
+                    place_last=standing.get("place"))
+        return
+    steps.append({"step": "waited", "from": where, "to": where, "records": 1, "ticks": int(tick), **standing,
+                  "place_first": standing.get("place"), "place_last": standing.get("place")})
+
+
+REASONS = {"expected_start": "its expected start had not come",
+           "namespace_cap": "the namespace was at its cap", "worker_cap": "its worker was at its cap",
+           "none": "nothing held it (the fold should have started it)"}
+
+
+def render_history(found: dict[str, Any]) -> str:
+    """The history as an operator reads it, a line or two per step."""
+    lines = [f"job       {found['job']} in namespace {found['namespace']}"]
+    for step in found["steps"]:
+        kind = step["step"]
+        if kind == "assigned":
+            lines.append(f"assigned  by {_at(step['by'])} to worker {step['worker']}"
+                         + (f" (request {step['request_id']})" if step.get("request_id") else ""))
+            if "expected_start" in step:
+                lines.append(f"          external id {step['external_id']}, expected start {step['expected_start']}, "
+                             f"acceptable start {step['acceptable_start']}, timeout {step['timeout_ms']} ms, "
+                             f"at most {step['max_retries']} retries")
+        elif kind == "waited":
+            span = f"now {step['from']['now']}" + (f" .. {step['to']['now']}" if step["to"] != step["from"] else "")
+            lines.append(f"waited    {span} ({step['records']} records, {step['ticks']} ticks): "
+                         f"{REASONS[step['reason']]}")
+            detail = dispatch_view.counts_line(step)
+            if step["status"] == "startable":
+                detail += f"; place in the startable queue {step['place_first']}" + (
+                    f" -> {step['place_last']}" if step["place_last"] != step["place_first"] else "")
+            lines.append(f"          {detail}")
+        elif kind == "started":
+            lines.append(f"started   attempt {step['attempt']} at {step['started_at']} by {_at(step['by'])} (expected "
+                         f"{step['expected_start']}, acceptable {step['acceptable_start']})")
+            lines.append(f"          {dispatch_view.because(step)}")
+        else:
+            lines.append(f"{'final' if step['final'] else 'outcome':<9} {step['type']} (attempt {step['attempt']}) "
+                         f"by {_at(step['by'])}" + (f": {step['error']}" if step["error"] else ""))
+    return "\n".join(lines)
+
+
+def _at(where: dict[str, Any]) -> str:
+    return f"{where['topic']}[{where['partition']}]@{where['offset']} (now {where['now']})"
