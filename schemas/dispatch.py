@@ -114,6 +114,8 @@ class JobStarted(Record):
     attempt: int = Field(ge=1)
     started_at: int
     deadline: int
+    expected_start: int  # when it became startable, and the start it should have by (its lateness is measured
+    acceptable_start: int  # from these: the listener and `explain` need not look the job up)
     cause: Cause
     seq: int = Field(ge=1)
 

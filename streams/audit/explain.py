@@ -42,8 +42,10 @@ def cause_of_seq(log: KafkaLog, settings: Settings, stream: str, key: str, seq: 
 
 
 def explanations(log: KafkaLog, settings: Settings, wanted: Callable[[SourceRecord], bool],
-                 until: Coordinates | None = None) -> Iterator[dict[str, Any]]:
-    """Explain every input `wanted` picks, replaying the log in applied order (stops after `until`)."""
+                 until: Coordinates | None = None,
+                 describe: Callable[[str, Any], dict[str, Any]] | None = None) -> Iterator[dict[str, Any]]:
+    """Explain every input `wanted` picks, replaying the log in applied order (stops after `until`);
+    `describe` in place of the fold's own (a lighter one for a report of many records)."""
     replayer = Replayer(topic_prefix=settings.topic_prefix)
     for record in log.ordered():
         slot = scope(record, settings.topic_prefix)
@@ -54,7 +56,7 @@ def explanations(log: KafkaLog, settings: Settings, wanted: Callable[[SourceReco
         before = replayer.states.get(slot) or fold.empty()
         rows = replayer.feed(record)
         after = replayer.states[slot]
-        yield explain_one(record, fold, slot[1], before, after, [orjson.loads(out.value) for out in rows])
+        yield explain_one(record, fold, slot[1], before, after, [orjson.loads(out.value) for out in rows], describe)
         if until is not None and coordinates(record) == until:
             return
 
@@ -66,14 +68,16 @@ def explain(log: KafkaLog, settings: Settings, target: Coordinates) -> dict[str,
 
 
 def explain_one(record: SourceRecord, fold: Fold[Any], key: str, before: Any, after: Any,
-                outputs: list[dict[str, Any]]) -> dict[str, Any]:
+                outputs: list[dict[str, Any]],
+                describe: Callable[[str, Any], dict[str, Any]] | None = None) -> dict[str, Any]:
     """The input, the key's state before and after (the fold's `describe`), its outputs, and what the fold adds."""
+    describe = describe or fold.describe
     text = (record.value or b"").decode("utf-8", "replace")
     out: dict[str, Any] = {
         "input": {"topic": record.topic, "partition": record.partition, "offset": record.offset,
                   "timestamp": record.timestamp, "key": key, "value": text},
         "fold": fold.name, "key": key, "outputs": outputs,
-        "before": fold.describe(key, before), "after": fold.describe(key, after)}
+        "before": describe(key, before), "after": describe(key, after)}
     for output in outputs:
         if output["type"] == "DeadLetter":
             out["rejected"] = {"reason_code": output["reason_code"], "reason": output["reason"]}

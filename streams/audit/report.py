@@ -1,4 +1,5 @@
-"""The audit report: one self-contained HTML page for a pool or a scheduler group over a time range.
+"""The audit report: one self-contained HTML page for a pool, a scheduler group or a dispatcher namespace over a
+time range.
 
 Plots are drawn with matplotlib as inline SVG (no scripts, no network: the file opens anywhere and
 prints as it shows). Every row of the decision table links to its explanation further down the
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import html
 import io
+import json
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
@@ -108,23 +110,74 @@ def _metrical(found: dict[str, Any], app: str) -> float | None:
 
 def group_figures(found: list[dict[str, Any]]) -> list[tuple[str, str]]:
     """(title, svg): each scheduler's X against its N and M over time."""
-    plt = _plt()
     if not found:
         return []
     times = [_when(f["input"]["timestamp"]) for f in found]
     schedulers = sorted({sid for f in found for sid in f["after"]["schedulers"]})
     if not schedulers:
         return []
-    fig, axes = plt.subplots(len(schedulers), 1, figsize=(10, 2 * len(schedulers)), sharex=True, squeeze=False)
-    for ax, sid in zip(axes[:, 0], schedulers, strict=True):
-        def series(name: str, sid: str = sid) -> list[float | None]:
-            return [f["after"]["schedulers"].get(sid, {}).get(name) for f in found]
-        ax.step(times, series("X"), where="post", label="X (held)")
-        ax.step(times, series("N"), where="post", label="N (limit)", linestyle="--")
-        ax.step(times, series("M"), where="post", label="M (alarm)", linestyle=":")
-        ax.set_ylabel(sid)
-    axes[0, 0].legend(loc="upper left", ncol=3)
-    return [("Jobs held per scheduler against N and M", _svg(fig))]
+    return [("Jobs held per scheduler against N and M",
+             _members(times, found, "schedulers", schedulers, [("X", "X (held)", "-"), ("N", "N (limit)", "--"),
+                                                                ("M", "M (alarm)", ":")], 2.0))]
+
+
+def _members(times: list[datetime], found: list[dict[str, Any]], section: str, names: list[str],
+             lines: list[tuple[str, str, str]], height: float) -> str:
+    """One plot per member of the state's `section` (schedulers, workers), a step line per (field, label, style)."""
+    plt = _plt()
+    fig, axes = plt.subplots(len(names), 1, figsize=(10, height * len(names)), sharex=True, squeeze=False)
+    for ax, name in zip(axes[:, 0], names, strict=True):
+        for field, label, style in lines:
+            ax.step(times, [f["after"][section].get(name, {}).get(field) for f in found], where="post", label=label,
+                    linestyle=style)
+        ax.set_ylabel(name)
+    axes[0, 0].legend(loc="upper left", ncol=len(lines))
+    return _svg(fig)
+
+
+SHOWN_WORKERS = 12  # a namespace's page plots the workers that ran the most jobs, at most this many
+
+
+def namespace_figures(found: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(title, svg): running against the namespace's cap and pending; each busy worker's running against
+    its cap; and the lateness of starts (after the acceptable start, after the expected start)."""
+    plt = _plt()
+    if not found:
+        return []
+    times = [_when(f["input"]["timestamp"]) for f in found]
+    figures = []
+
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 4.5), sharex=True)
+    top.step(times, [f["after"]["running"] for f in found], where="post", label="running")
+    top.step(times, [f["after"]["max"] for f in found], where="post", label="cap (max threads)", linestyle="--")
+    top.set_ylabel("jobs")
+    top.legend(loc="upper left", ncol=2)
+    bottom.step(times, [f["after"]["pending"] for f in found], where="post", color="#7a5195")
+    bottom.set_ylabel("held, not running")
+    figures.append(("Running against the namespace's cap, and jobs held", _svg(fig)))
+
+    peak: dict[str, int] = {}
+    for f in found:
+        for name, w in f["after"]["workers"].items():
+            peak[name] = max(peak.get(name, 0), w["running"])
+    workers = sorted(sorted(peak), key=lambda name: -peak[name])[:SHOWN_WORKERS]
+    if workers:
+        figures.append((f"Running per worker against its cap ({len(workers)} of {len(peak)} workers, the busiest)",
+                        _members(times, found, "workers", workers, [("running", "running", "-"),
+                                                                     ("max", "cap", "--")], 1.8)))
+
+    starts = [s for f in found for s in f.get("starts", ())]
+    if starts:
+        fig, (late, delay) = plt.subplots(1, 2, figsize=(10, 3))
+        late.hist([s["started_at"] - s["acceptable_start"] for s in starts], bins=30, color="#ef5675")
+        late.set_xlabel("started minus acceptable start (ms; < 0: early)")
+        late.set_ylabel("starts")
+        delay.hist([s["started_at"] - s["expected_start"] for s in starts], bins=30, color="#ffa600")
+        delay.set_xlabel("started minus expected start (ms)")
+        for ax in (late, delay):
+            ax.ticklabel_format(axis="x", useOffset=False, style="plain")
+        figures.append((f"Lateness of {len(starts)} starts", _svg(fig)))
+    return figures
 
 
 def _table_pool(found: list[dict[str, Any]]) -> Iterable[str]:
@@ -160,9 +213,36 @@ def _table_group(found: list[dict[str, Any]]) -> Iterable[str]:
     yield "</table>"
 
 
+def _table_namespace(found: list[dict[str, Any]]) -> Iterable[str]:
+    yield ("<table><tr><th>#</th><th>time (UTC)</th><th>input</th><th>now</th><th>running / cap</th><th>held</th>"
+           "<th>outputs</th></tr>")
+    for i, f in enumerate(found):
+        when = _when(f["input"]["timestamp"]).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+        what = f.get("rejected", {}).get("reason_code") or _command(f["input"]["value"])
+        made: dict[str, int] = {}
+        for o in f["outputs"]:
+            if o["type"] not in ("DispatcherHealth", "DeadLetter"):
+                made[o["type"]] = made.get(o["type"], 0) + 1
+        after = f["after"]
+        yield (f"<tr><td><a href='#explain-{i}'>{i + 1}</a></td><td>{when}</td><td>{html.escape(what)}</td>"
+               f"<td>{after['now']}</td><td>{after['running']} / {after['max']}</td><td>{after['pending']}</td>"
+               f"<td>{html.escape(', '.join(f'{k} {v}' for k, v in sorted(made.items())))}</td></tr>")
+    yield "</table>"
+
+
+def _command(text: str) -> str:
+    try:
+        return str(json.loads(text).get("type", "?"))
+    except (ValueError, AttributeError):
+        return "?"
+
+
+FIGURES = {"pool": pool_figures, "group": group_figures, "namespace": namespace_figures}
+TABLES = {"pool": _table_pool, "group": _table_group, "namespace": _table_namespace}
+
+
 def render_page(kind: str, key: str, found: list[dict[str, Any]], span: str) -> str:
-    figures = pool_figures(found) if kind == "pool" else group_figures(found)
-    table = _table_pool(found) if kind == "pool" else _table_group(found)
+    figures, table = FIGURES[kind](found), TABLES[kind](found)
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>tribunal audit: {kind} "
              f"{html.escape(key)}</title><style>{STYLE}</style></head><body>",
              f"<h1>tribunal audit: {kind} {html.escape(key)}</h1>",

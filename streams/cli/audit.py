@@ -229,6 +229,7 @@ SEQ_STREAM = {"pool": "scaling-decisions", "group": "group-health", "namespace":
 def report(output_file: Annotated[Path, typer.Option("--output", "-o", help="The HTML file to write")],
            pool: Annotated[str | None, typer.Option(help="Pool id")] = None,
            group: Annotated[str | None, typer.Option(help="Scheduler group")] = None,
+           namespace: Annotated[str | None, typer.Option(help="Dispatcher namespace")] = None,
            start: FromBound = None, end: ToBound = None, bootstrap: Bootstrap = None,
            topic_prefix: Prefix = None) -> None:
     """A self-contained HTML audit page: plots over time and every decision with its explanation."""
@@ -236,20 +237,27 @@ def report(output_file: Annotated[Path, typer.Option("--output", "-o", help="The
     from streams.audit.kafka_log import Bound, KafkaLog, within
     from streams.audit.progress import LazyProgress
     from streams.audit.report import render_page
+    from streams.core.dispatch.view import summary
 
-    if (pool is None) == (group is None):
-        raise TribunalError("name exactly one of --pool and --group")
+    named = [(kind, key) for kind, key in (("pool", pool), ("group", group), ("namespace", namespace))
+             if key is not None]
+    if len(named) != 1:
+        raise TribunalError("name exactly one of --pool, --group and --namespace")
     settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
-    kind, key = ("pool", pool) if pool is not None else ("group", group)
-    assert key is not None
-    of_key = wanted_for(settings, "pools" if pool is not None else "groups", key)
+    [(kind, key)] = named
+    of_key = wanted_for(settings, FOLD_OF[kind], key)
     in_range = within(Bound.parse(start), Bound.parse(end))
     with LazyProgress("reading the log") as bar:
         log = KafkaLog.read(settings, bar.advance)
-    found = list(explanations(log, settings, lambda r: of_key(r) and in_range(r)))
+    # a namespace's states without their jobs: describing every job after every record grows with both
+    found = list(explanations(log, settings, lambda r: of_key(r) and in_range(r),
+                              describe=summary if kind == "namespace" else None))
     span = f"from {start or 'the beginning'} to {end or 'the end'}"
     try:
         output_file.write_text(render_page(kind, key, found, span))
     except OSError as e:
         raise TribunalError(f"cannot write {output_file}: {e.strerror}") from None
     typer.echo(f"wrote {output_file}: {kind} {key}, {len(found)} input records")
+
+
+FOLD_OF = {"pool": "pools", "group": "groups", "namespace": "dispatch"}

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.audit.browser import assert_shows_plots
 from tests.core.dispatch.script import command, tick
 from tests.helpers import Worker, produce_all, read_committed, tribunal, wait_until_ready
 
@@ -62,8 +63,14 @@ def test_jobs_start_under_the_caps_finish_frees_a_slot_and_replay_agrees(worker_
                         env=worker_env).stdout
         assert "started" in text and "worker ran 1 (cap 2)" in text and "#1 in the startable queue" in text
         history = tribunal("explain", "--job", starts[2]["uuid"], env=worker_env).stdout
-        assert "its worker was at its cap" in history and "its expected start had not come" in history, history
+        assert "its worker was at its cap" in history and "worker ran 2 (cap 2)" in history, history  # ticks and
+        # commands are two topics: whether the ticks came before the assign varies, what held e2 after it does not
         assert f"started   attempt 1 at 5000 by {commands}[{cause['partition']}]@{cause['offset']}" in history
+
+        page = tmp_path / "report.html"  # running against the caps, per worker, and the starts' lateness
+        tribunal("report", "--namespace", NS, "--output", str(page), env=worker_env)
+        dom = assert_shows_plots(page, tmp_path, 3)
+        assert "Lateness of 3 starts" in dom and "<td>JobsAssigned</td>" in dom and "JobStarted 2" in dom
         assert worker.alive
     finally:
         worker.stop()

@@ -301,7 +301,8 @@ def _schedule(state: DispatchState, out: Out) -> DispatchState:
         tops = state.tops
         out.emit(JOB_STARTS, {"type": "JobStarted", "namespace": out.namespace, "uuid": uuid,
                               "external_id": job.external_id, "worker": name, "info": job.info,
-                              "attempt": job.attempt, "started_at": now, "deadline": job.deadline})
+                              "attempt": job.attempt, "started_at": now, "deadline": job.deadline,
+                              "expected_start": job.expected_start, "acceptable_start": job.acceptable_start})
     return state._replace(tops=tops)
 
 

@@ -21,11 +21,15 @@ def _queue(state: DispatchState) -> list[Job]:
 def describe(namespace: str, state: DispatchState) -> dict[str, Any]:
     jobs = heapq.nsmallest(SHOWN_JOBS, state.jobs.values(),
                            key=lambda j: (not j.running, j.acceptable_start, j.order))
+    return {**summary(namespace, state), "jobs": [job._asdict() for job in jobs], "jobs_shown": len(jobs)}
+
+
+def summary(namespace: str, state: DispatchState) -> dict[str, Any]:
+    """`describe` without the jobs: its cost does not grow with them (the report reads it after every record)."""
     return {"namespace": namespace, "now": state.now, "max": state.max, "running": state.running,
             "pending": state.pending,
             "workers": {name: {"running": w.running, "max": w.max, "pending": w.pending}
                         for name, w in sorted(state.workers.items())},
-            "jobs": [job._asdict() for job in jobs], "jobs_shown": len(jobs),
             "seqs": dict(sorted(state.seqs.items())), "offsets": dict(sorted(state.offsets.items()))}
 
 
@@ -80,8 +84,7 @@ def explain(before: DispatchState, outputs: list[dict[str, Any]]) -> dict[str, A
         worker = before.worker(output["worker"])
         starts.append({
             "uuid": output["uuid"], "attempt": output["attempt"], "started_at": output["started_at"],
-            "expected_start": job.expected_start if job else None,
-            "acceptable_start": job.acceptable_start if job else None,
+            "expected_start": output["expected_start"], "acceptable_start": output["acceptable_start"],
             "startable_before": job is not None and job.expected_start <= before.now,
             "place_in_queue_before": queue.get(output["uuid"]),
             "namespace_running": namespace_running, "namespace_max": before.max,
