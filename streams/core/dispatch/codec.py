@@ -90,4 +90,5 @@ def load(data: Mapping[str, Any] | None, stored: Mapping[str, Iterable[list[Any]
     return DispatchState(offsets=dict(data["offsets"]), applied=int(data["applied"]), seqs=dict(data["seqs"]),
                          now=now, max=int(data["max"]), running=running, assigned=int(data["assigned"]),
                          jobs=Jobs(Map({name: Map(b) for name, b in by_bucket.items()}), len(jobs)),
-                         workers=Map(workers), waiting=waiting, deadlines=deadlines, tops=tops)
+                         workers=Map(workers), waiting=waiting, deadlines=deadlines, deadline_entries=running,
+                         tops=tops)

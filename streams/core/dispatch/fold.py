@@ -25,7 +25,7 @@ from pydantic import TypeAdapter, ValidationError
 from schemas import dispatch as records
 from streams.core.admission import admit, reject
 from streams.core.deadletter import Rejected
-from streams.core.dispatch.heap import Heap, advance, pop, push, push_run
+from streams.core.dispatch.heap import Heap, advance, entries, pop, push, push_run
 from streams.core.dispatch.state import DispatchState, Job, Worker
 from streams.core.intake import error_text, readable
 from streams.core.outputs import Emit
@@ -39,6 +39,7 @@ JOB_OUTCOMES = "job-outcomes"
 DISPATCHER_HEALTH = "dispatcher-health"
 OUTPUTS = (JOB_STARTS, JOB_OUTCOMES, DISPATCHER_HEALTH)
 
+STALE_DEADLINES = 64  # ended attempts' deadline entries kept beyond the live ones before the queue is rebuilt
 _COMMAND: TypeAdapter[Any] = TypeAdapter(records.DispatchCommand)
 _TICK: TypeAdapter[records.Tick] = TypeAdapter(records.Tick)
 
@@ -180,16 +181,16 @@ def _tick(state: DispatchState, tick: records.Tick, out: Out) -> DispatchState:
         return state  # an older or repeated tick (a second ticker, a replayed one): nothing happens
     now = tick.now
     state = state._replace(now=now)
-    deadlines = state.deadlines
+    deadlines, count = state.deadlines, state.deadline_entries
     while deadlines is not None and deadlines.item[0] <= now:  # timeouts first: they free slots
         _, _, attempt, uuid = deadlines.item
-        deadlines = pop(deadlines)
+        deadlines, count = pop(deadlines), count - 1
         job = state.jobs.get(uuid)
         if job is not None and job.running and job.attempt == attempt:
             out.outcome("JobTimedOut", job, now, final=False)
-            state = _end_attempt(state._replace(deadlines=deadlines), job, out, f"timed out after {job.timeout_ms} ms")
-            deadlines = state.deadlines
-    state = _startable(state._replace(deadlines=deadlines))
+            state = _end_attempt(state._replace(deadlines=deadlines, deadline_entries=count), job, out,
+                                 f"timed out after {job.timeout_ms} ms")
+    state = _startable(state._replace(deadlines=deadlines, deadline_entries=count))
     return _health(_schedule(state, out), out)
 
 
@@ -295,7 +296,8 @@ def _schedule(state: DispatchState, out: Out) -> DispatchState:
             continue
         job = job._replace(attempt=job.attempt + 1, running=True, started_at=now, deadline=now + job.timeout_ms)
         state = state._replace(jobs=state.jobs.set(job), running=state.running + 1,
-                               deadlines=push(state.deadlines, (job.deadline, order, job.attempt, uuid)))
+                               deadlines=push(state.deadlines, (job.deadline, order, job.attempt, uuid)),
+                               deadline_entries=state.deadline_entries + 1)
         state = _put(state, name, worker._replace(running=worker.running + 1, pending=worker.pending - 1,
                                                   ready=_ready(state, advance(worker.ready))))
         tops = state.tops
@@ -303,7 +305,24 @@ def _schedule(state: DispatchState, out: Out) -> DispatchState:
                               "external_id": job.external_id, "worker": name, "info": job.info,
                               "attempt": job.attempt, "started_at": now, "deadline": job.deadline,
                               "expected_start": job.expected_start, "acceptable_start": job.acceptable_start})
-    return state._replace(tops=tops)
+    state = state._replace(tops=tops)
+    if state.deadline_entries > 2 * state.running + STALE_DEADLINES:
+        state = _without_stale_deadlines(state)
+    return state
+
+
+def _without_stale_deadlines(state: DispatchState) -> DispatchState:
+    """The deadlines queue rebuilt from its live entries. An attempt that ends before its deadline leaves
+    its entry behind until the deadline passes (an hour's timeout at 1,000 starts a second would hold
+    3.6 million); rebuilt once the stale entries outnumber the live ones by `STALE_DEADLINES`, which
+    costs O(log r) a start amortised, r the jobs running."""
+    jobs, live, count = state.jobs, None, 0
+    for entry in entries(state.deadlines):
+        _, _, attempt, uuid = entry
+        job = jobs.get(uuid)
+        if job is not None and job.running and job.attempt == attempt:
+            live, count = push(live, entry), count + 1
+    return state._replace(deadlines=live, deadline_entries=count)
 
 
 def _health(state: DispatchState, out: Out) -> DispatchState:

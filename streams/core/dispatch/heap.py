@@ -13,6 +13,7 @@ one push.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 
@@ -27,18 +28,32 @@ Heap = Node | None
 
 
 def merge(a: Heap, b: Heap) -> Heap:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    if b.item < a.item:
-        a, b = b, a
-    right = merge(a.right, b)
-    left = a.left
-    assert right is not None
-    if left is None or left.rank < right.rank:
-        left, right = right, left
-    return Node((right.rank if right is not None else 0) + 1, a.item, left, right)
+    """The two heaps as one: down the right spines taking the smaller top each step, then back up,
+    each node rebuilt with its deeper-ranked child on the left (a loop: no Python call per level)."""
+    spine = []
+    while a is not None and b is not None:
+        if b.item < a.item:
+            a, b = b, a
+        spine.append(a)
+        a = a.right
+    merged = a if b is None else b
+    for node in reversed(spine):
+        left, right = node.left, merged
+        assert right is not None
+        if left is None or left.rank < right.rank:
+            left, right = right, left
+        merged = Node(1 if right is None else right.rank + 1, node.item, left, right)
+    return merged
+
+
+def entries(heap: Heap) -> Iterator[tuple[Any, ...]]:
+    """Every entry, in no order (to rebuild a queue without its stale entries)."""
+    stack = [heap]
+    while stack:
+        node = stack.pop()
+        if node is not None:
+            yield node.item
+            stack += (node.left, node.right)
 
 
 def push(heap: Heap, item: tuple[Any, ...]) -> Heap:

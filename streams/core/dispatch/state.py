@@ -14,7 +14,8 @@ Queues (entries that name a job no longer in that status are skipped when they r
 * `tops`: the top of each worker's `ready` while the worker has room, as (acceptable_start, order, uuid,
   worker): the global merge, so a start looks at the workers that can start, not at every worker
   (an entry that is no longer its worker's top, or whose worker has no room, is dropped when popped);
-* `deadlines`: running attempts, by (deadline, order, attempt).
+* `deadlines`: running attempts, by (deadline, order, attempt); an ended attempt's entry is dropped
+  when the queue is rebuilt (`deadline_entries` counts them all).
 """
 
 from __future__ import annotations
@@ -141,6 +142,7 @@ class DispatchState(NamedTuple):
     workers: Map[str, Worker] = Map()
     waiting: Heap = None
     deadlines: Heap = None
+    deadline_entries: int = 0  # in `deadlines`, live or stale (it is rebuilt when too many are stale)
     tops: Heap = None
 
     def next_seq(self, stream: str) -> tuple[DispatchState, int]:

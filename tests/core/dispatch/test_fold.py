@@ -93,6 +93,21 @@ def test_a_finish_before_the_timeout_ends_the_job() -> None:
     assert s.state.running == 0 and uuid not in s.state.jobs
 
 
+def test_finished_attempts_do_not_pile_up_in_the_deadlines_queue() -> None:
+    """An hour's timeout and jobs that finish in a moment: the ended attempts' deadline entries are
+    dropped as they accumulate, not kept for the hour (the queue stays about the size of what runs)."""
+    s = Script()
+    s.feed(command("MaxThreadsSet", max=2))
+    s.feed(assign("w", 0, 0, 500, timeout_ms=3_600_000))
+    s.feed(tick(10))
+    for _ in range(498):
+        s.feed(command("JobFinished", uuid=s.of("JobStarted")[-1]["uuid"]))
+    assert len(s.of("JobStarted")) == 500 and s.state.running == 2
+    assert s.state.deadline_entries <= 2 * 2 + dispatch.fold.STALE_DEADLINES
+    s.feed(tick(3_600_011))  # the two still running time out: their entries were kept
+    assert len(s.of("JobTimedOut")) == 2
+
+
 def test_a_reported_failure_retries_then_fails_with_the_error() -> None:
     s = Script()
     uuid = s.feed(assign("w", 0, 0, 1, max_retries=1))[0]["uuids"][0]

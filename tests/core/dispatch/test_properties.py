@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 
 from streams.core.dispatch import DispatchState, buckets, dump, load
 from streams.core.dispatch.codec import dump_bucket, touched
+from streams.core.dispatch.fold import STALE_DEADLINES
+from streams.core.dispatch.heap import entries
 from streams.core.dispatch.view import standing
 from tests.core.dispatch.script import Script, assign, command, tick
 
@@ -176,6 +178,8 @@ def test_every_worker_that_can_start_offers_its_top_and_no_slot_idles(steps: lis
             startable = [j for j in state.jobs.values() if not j.running and j.expected_start <= state.now
                          and state.worker(j.worker).has_room()]
             assert not startable, f"{startable[0].uuid} waits with a slot free"
+        queued = list(entries(state.deadlines))  # ended attempts' deadlines are dropped in time
+        assert state.deadline_entries == len(queued) <= 2 * state.running + STALE_DEADLINES
         for job in state.jobs.values():  # and `explain --job` names the cap that holds every waiting job
             found = standing(state, job.uuid)
             assert (found is None) == job.running
