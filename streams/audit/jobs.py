@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from streams.audit.kafka_log import KafkaLog
-from streams.core.dispatch import JOB_OUTCOMES, TICKS
+from streams.core.dispatch import JOB_OUTCOMES, TICKS, DispatchState
 from streams.core.dispatch import view as dispatch_view
 from streams.core.folds import DISPATCH, scope
 from streams.core.source import SourceRecord
@@ -49,8 +49,7 @@ def job_history(log: KafkaLog, settings: Settings, uuid: str, namespace: str | N
     namespace = namespace or namespace_of(log, settings, uuid)
     slot, ticks = (DISPATCH.name, namespace), settings.topic(TICKS)
     replayer = Replayer(topic_prefix=settings.topic_prefix)
-    steps: list[dict[str, Any]] = []
-    seen = False
+    history = _History(uuid)
     for record in log.ordered():
         if scope(record, settings.topic_prefix) != slot:
             continue  # namespaces are independent: only the job's own is replayed
@@ -58,49 +57,71 @@ def job_history(log: KafkaLog, settings: Settings, uuid: str, namespace: str | N
         outputs = [orjson.loads(out.value) for out in replayer.feed(record)]
         after = replayer.states[slot]
         where = _where(record, after.now)
-        mine = [o for o in outputs if o.get("uuid") == uuid or uuid in o.get("uuids", ())]
-        for output in mine:
-            seen = True
-            steps.append(_event(output, where, before, outputs))
-            if output["type"] == "JobsAccepted" and (job := after.jobs.get(uuid)) is not None:
-                steps[-1].update(expected_start=job.expected_start, acceptable_start=job.acceptable_start,
-                                 external_id=job.external_id, max_retries=job.max_retries, timeout_ms=job.timeout_ms)
+        for output in outputs:
+            if output.get("uuid") == uuid or uuid in output.get("uuids", ()):
+                history.add(_event(uuid, output, where, before, after, outputs))
         standing = dispatch_view.standing(after, uuid)
         if standing is not None:
-            seen = True
-            _wait(steps, standing, where, record.topic == ticks)
-        elif seen and after.jobs.get(uuid) is None:
+            history.wait(standing, where, record.topic == ticks, after)
+        elif history.steps and after.jobs.get(uuid) is None:
             break  # its final outcome: it has left the state
-    if not seen:
+    history.close()
+    if not history.steps:
         raise NotFound(f"job {uuid!r} does not appear in namespace {namespace!r}'s log")
-    return {"job": uuid, "namespace": namespace, "steps": steps}
+    return {"job": uuid, "namespace": namespace, "steps": history.steps}
+
+
+class _History:
+    """The steps so far; a wait stays open while nothing that explains it changes. Its place in the queue
+    (a pass over the namespace's jobs) is taken where it begins and ends, not after every record."""
+
+    def __init__(self, uuid: str) -> None:
+        self.uuid = uuid
+        self.steps: list[dict[str, Any]] = []
+        self.open: tuple[dict[str, Any], DispatchState] | None = None  # a wait, and the state after its last record
+
+    def add(self, step: dict[str, Any]) -> None:
+        self.close()
+        self.steps.append(step)
+
+    def wait(self, standing: dict[str, Any], where: dict[str, Any], tick: bool, state: DispatchState) -> None:
+        if self.open is not None and all(self.open[0][k] == standing[k] for k in _SAME_STEP):
+            step = self.open[0]
+            step.update(to=where, records=step["records"] + 1, ticks=step["ticks"] + tick,
+                        namespace_running=standing["namespace_running"], worker_running=standing["worker_running"])
+        else:
+            self.close()
+            step = {"step": "waited", "from": where, "to": where, "records": 1, "ticks": int(tick), **standing,
+                    "place_first": dispatch_view.place(state, self.uuid)}
+            self.steps.append(step)
+        self.open = (step, state)
+
+    def close(self) -> None:
+        if self.open is not None:
+            step, state = self.open
+            step["place_last"] = dispatch_view.place(state, self.uuid)
+            self.open = None
 
 
 def _where(record: SourceRecord, now: int) -> dict[str, Any]:
     return {"topic": record.topic, "partition": record.partition, "offset": record.offset, "now": now}
 
 
-def _event(output: dict[str, Any], where: dict[str, Any], before: Any, outputs: list[dict[str, Any]]) -> dict[str, Any]:
+def _event(uuid: str, output: dict[str, Any], where: dict[str, Any], before: DispatchState, after: DispatchState,
+           outputs: list[dict[str, Any]]) -> dict[str, Any]:
     kind = output["type"]
     if kind == "JobsAccepted":
-        return {"step": "assigned", "by": where, "worker": output["worker"], "request_id": output.get("request_id")}
+        step = {"step": "assigned", "by": where, "worker": output["worker"], "request_id": output.get("request_id")}
+        job = after.jobs.get(uuid)  # None if it was cancelled or failed in the same record: then no details
+        if job is not None:
+            step.update(external_id=job.external_id, expected_start=job.expected_start,
+                        acceptable_start=job.acceptable_start, max_retries=job.max_retries, timeout_ms=job.timeout_ms)
+        return step
     if kind == "JobStarted":
-        start = next(s for s in dispatch_view.explain(before, outputs)["starts"] if s["uuid"] == output["uuid"])
+        start = next(s for s in dispatch_view.explain(before, outputs)["starts"] if s["uuid"] == uuid)
         return {"step": "started", "by": where, **start}
     return {"step": "outcome", "by": where, "type": kind, "attempt": output.get("attempt"),
             "final": output.get("final"), "error": output.get("error") or ""}
-
-
-def _wait(steps: list[dict[str, Any]], standing: dict[str, Any], where: dict[str, Any], tick: bool) -> None:
-    """Extend the last wait if nothing that explains it changed, else begin a new one."""
-    last = steps[-1] if steps else None
-    if last is not None and last["step"] == "waited" and all(last[k] == standing[k] for k in _SAME_STEP):
-        last.update(to=where, records=last["records"] + 1, ticks=last["ticks"] + tick,
-                    namespace_running=standing["namespace_running"], worker_running=standing["worker_running"],
-                    place_last=standing.get("place"))
-        return
-    steps.append({"step": "waited", "from": where, "to": where, "records": 1, "ticks": int(tick), **standing,
-                  "place_first": standing.get("place"), "place_last": standing.get("place")})
 
 
 REASONS = {"expected_start": "its expected start had not come",

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from streams.audit.jobs import job_history, namespace_of, render_history
@@ -62,6 +60,49 @@ def test_a_waiting_job_says_what_held_it_at_each_step_then_its_start_and_outcome
 def test_the_namespace_is_found_from_the_recorded_acceptance() -> None:
     log, first, _ = scenario()
     assert namespace_of(log, Settings(), first) == NS
-    assert json.dumps(job_history(log, Settings(), first))  # found without --namespace
+    found = job_history(log, Settings(), first)  # without --namespace
+    assert found["namespace"] == NS and [s["step"] for s in found["steps"]] == [
+        "assigned", "waited", "started", "outcome"]
     with pytest.raises(NotFound):
         namespace_of(log, Settings(), "00000000-0000-5000-8000-000000000000")
+    with pytest.raises(NotFound):
+        job_history(log, Settings(), "00000000-0000-5000-8000-000000000000", NS)
+
+
+def uuid_of(offset: int, index: int = 0) -> str:
+    return dispatch.job_uuid(dispatch.DISPATCH_COMMANDS, 0, offset, index)
+
+
+def test_a_job_held_by_its_worker_starts_under_the_cap_the_record_set() -> None:
+    """Worker cap 1: the second job waits for its worker, not the namespace; a WorkerMaxSet of 2 starts
+    it, and the start is explained under the new cap."""
+    log = logged([command("WorkerMaxSet", worker="w1", max=1), assign("w1", 0, 0, 2), tick(10),
+                  command("WorkerMaxSet", worker="w1", max=2)])
+    steps = job_history(log, Settings(), uuid_of(2, 1), NS)["steps"]
+    assert [(s["step"], s.get("reason")) for s in steps] == [("assigned", None), ("waited", "worker_cap"),
+                                                             ("started", None)]
+    assert (steps[1]["worker_running"], steps[1]["worker_max"], steps[1]["place_first"]) == (1, 1, 1)
+    assert (steps[2]["worker_running"], steps[2]["worker_max"]) == (1, 2)
+    assert "worker ran 1 (cap 2); it was #1 in the startable queue" in render_history(
+        job_history(log, Settings(), uuid_of(2, 1), NS))
+
+
+def test_a_retried_attempt_says_it_was_retried_and_its_place_is_tracked_over_a_wait() -> None:
+    """Cap 1, two jobs; the first times out, is retried in its old place ahead of the second, and runs
+    again at once (attempt 2, retried with this record); the second's place stays 1 over its wait."""
+    log = logged([command("MaxThreadsSet", max=1), assign("w1", 0, 0, 2, max_retries=1, timeout_ms=100),
+                  tick(10), tick(50), tick(200)])
+    first = job_history(log, Settings(), uuid_of(2, 0), NS)
+    starts = [s for s in first["steps"] if s["step"] == "started"]
+    assert [s["attempt"] for s in starts] == [1, 2]
+    assert "it was retried with this record" in render_history(first)
+    wait = next(s for s in job_history(log, Settings(), uuid_of(2, 1), NS)["steps"] if s["step"] == "waited")
+    assert (wait["reason"], wait["records"], wait["place_first"], wait["place_last"]) == ("namespace_cap", 4, 1, 1)
+
+
+def test_a_job_cancelled_while_pending_ends_its_history() -> None:
+    log = logged([assign("w1", 1_000, 1_000, 1), tick(10), command("JobCancelled", uuid=uuid_of(1)), tick(2_000)])
+    steps = job_history(log, Settings(), uuid_of(1), NS)["steps"]
+    assert [(s["step"], s.get("type")) for s in steps] == [("assigned", None), ("waited", None),
+                                                           ("outcome", "JobCancelled")]
+    assert steps[1]["reason"] == "expected_start" and steps[-1]["final"] is True

@@ -56,6 +56,15 @@ def entries(heap: Heap) -> Iterator[tuple[Any, ...]]:
             stack += (node.left, node.right)
 
 
+def of_sorted(items: list[tuple[Any, ...]]) -> Heap:
+    """A heap of `items`, already sorted ascending, in O(n): each node the parent of the rest as its left
+    child (a chain with empty right spines is a leftist heap, and popping it costs O(1))."""
+    heap: Heap = None
+    for item in reversed(items):
+        heap = Node(1, item, heap, None)
+    return heap
+
+
 def push(heap: Heap, item: tuple[Any, ...]) -> Heap:
     return merge(heap, Node(1, item, None, None))
 

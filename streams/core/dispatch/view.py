@@ -25,7 +25,7 @@ def describe(namespace: str, state: DispatchState) -> dict[str, Any]:
 
 
 def summary(namespace: str, state: DispatchState) -> dict[str, Any]:
-    """`describe` without the jobs: its cost does not grow with them (the report reads it after every record)."""
+    """`describe` without the jobs listing, whose sort over every job the report need not pay after every record."""
     return {"namespace": namespace, "now": state.now, "max": state.max, "running": state.running,
             "pending": state.pending,
             "workers": {name: {"running": w.running, "max": w.max, "pending": w.pending}
@@ -47,7 +47,8 @@ def job(state: DispatchState, uuid: str) -> dict[str, Any] | None:
 def standing(state: DispatchState, uuid: str) -> dict[str, Any] | None:
     """Why a held job that is not running has not started, after a record (`explain --job`): its
     expected start not reached, or, startable, a cap that is full (after every record the fold starts
-    all it may, so one of the two caps holds a startable job), with the startable jobs ahead of it."""
+    all it may, so one of the two caps holds a startable job). Constant cost: its place in the
+    queue, which costs a pass over the jobs, is `place`."""
     job = state.jobs.get(uuid)
     if job is None or job.running:
         return None
@@ -56,12 +57,18 @@ def standing(state: DispatchState, uuid: str) -> dict[str, Any] | None:
               "worker_running": worker.running, "worker_max": worker.max}
     if job.expected_start > state.now:
         return {"status": "pending", "reason": "expected_start", **counts}
-    place = (job.acceptable_start, job.order)
-    ahead = [j for j in state.jobs.values()
-             if not j.running and j.expected_start <= state.now and (j.acceptable_start, j.order) < place]
     reason = "namespace_cap" if state.running >= state.max else "worker_cap" if not worker.has_room() else "none"
-    return {"status": "startable", "reason": reason, "place": len(ahead) + 1,
-            "place_on_worker": sum(j.worker == job.worker for j in ahead) + 1, **counts}
+    return {"status": "startable", "reason": reason, **counts}
+
+
+def place(state: DispatchState, uuid: str) -> int | None:
+    """A startable job's place among the startable jobs (1: next to start), None if it is not startable."""
+    job = state.jobs.get(uuid)
+    if job is None or job.running or job.expected_start > state.now:
+        return None
+    key = (job.acceptable_start, job.order)
+    return 1 + sum(1 for j in state.jobs.values()
+                   if not j.running and j.expected_start <= state.now and (j.acceptable_start, j.order) < key)
 
 
 def explain(before: DispatchState, outputs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -72,6 +79,12 @@ def explain(before: DispatchState, outputs: list[dict[str, Any]]) -> dict[str, A
     starts: list[dict[str, Any]] = []
     namespace_running = before.running
     worker_running = {name: w.running for name, w in before.workers.items()}
+    # the caps the starts were made under: a cap command's own (its health record says them), else unchanged
+    health = next((o for o in outputs if o["type"] == "DispatcherHealth"), None)
+    namespace_max = before.max if health is None else health["max"]
+    worker_max = {name: w.max for name, w in before.workers.items()}
+    if health is not None:
+        worker_max.update((name, w["max"]) for name, w in health["workers"].items())
     for output in outputs:  # the counts each start saw: what ran before, less what this record ended first
         kind = output["type"]
         ended = before.jobs.get(output.get("uuid", ""))
@@ -81,14 +94,13 @@ def explain(before: DispatchState, outputs: list[dict[str, Any]]) -> dict[str, A
         if kind != "JobStarted":
             continue
         job = before.jobs.get(output["uuid"])
-        worker = before.worker(output["worker"])
         starts.append({
             "uuid": output["uuid"], "attempt": output["attempt"], "started_at": output["started_at"],
             "expected_start": output["expected_start"], "acceptable_start": output["acceptable_start"],
             "startable_before": job is not None and job.expected_start <= before.now,
             "place_in_queue_before": queue.get(output["uuid"]),
-            "namespace_running": namespace_running, "namespace_max": before.max,
-            "worker_running": worker_running.get(output["worker"], 0), "worker_max": worker.max,
+            "namespace_running": namespace_running, "namespace_max": namespace_max,
+            "worker_running": worker_running.get(output["worker"], 0), "worker_max": worker_max.get(output["worker"]),
         })
         namespace_running += 1
         worker_running[output["worker"]] = worker_running.get(output["worker"], 0) + 1
@@ -106,6 +118,7 @@ def because(start: Mapping[str, Any]) -> str:
     """Why a start could happen: the counts it started under and its place in the queue before."""
     place = start["place_in_queue_before"]
     return f"{counts_line(start)}; " + (f"it was #{place} in the startable queue" if place else
+                                        "it was retried with this record" if start["attempt"] > 1 else
                                         "it became startable with this record")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streams.core.dispatch.heap import Heap, advance, pop, push, push_run
+from streams.core.dispatch.heap import Heap, advance, entries, of_sorted, pop, push, push_run
 
 keys = st.lists(st.integers(0, 50), max_size=30)
 
@@ -38,3 +38,14 @@ def test_runs_and_single_entries_come_out_sorted_and_once(runs: list[list[int]],
     before = heap
     assert drain(heap) == sorted(pushed)
     assert drain(before) == sorted(pushed)  # draining made new versions only: the old heap is whole
+
+
+@given(keys, keys)
+def test_a_heap_built_from_sorted_entries_takes_pushes_and_lists_every_entry(built: list[int], more: list[int]) -> None:
+    items = sorted((k, i) for i, k in enumerate(built))
+    heap = of_sorted(items)
+    for i, k in enumerate(more):
+        heap = push(heap, (k, len(built) + i))
+    everything = items + [(k, len(built) + i) for i, k in enumerate(more)]
+    assert sorted(entries(heap)) == sorted(everything)
+    assert drain(heap) == sorted(everything)

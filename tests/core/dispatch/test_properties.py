@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from streams.core.dispatch import DispatchState, buckets, dump, load
+from streams.core.dispatch import DispatchState, buckets, dump, fold, load
 from streams.core.dispatch.codec import dump_bucket, touched
 from streams.core.dispatch.fold import STALE_DEADLINES
 from streams.core.dispatch.heap import entries
@@ -122,6 +122,24 @@ def test_a_reloaded_state_decides_as_the_one_kept_in_memory(steps: list[tuple[st
     _, kept = run(steps)
     _, reloaded = run(steps, split)
     assert kept == reloaded
+
+
+@settings(max_examples=200, deadline=None)
+@given(scripts(), st.integers(0, 40))
+def test_dropping_stale_deadlines_changes_no_output(steps: list[tuple[str, Any]], split: int) -> None:
+    """The deadlines queue rebuilt at every chance (no stale entry kept) decides as one never rebuilt,
+    in memory and across a reload."""
+    _, kept = run(steps)
+    rebuilt_at = fold.STALE_DEADLINES
+    try:
+        fold.STALE_DEADLINES = -10**9  # rebuilt after every start
+        _, always = run(steps)
+        _, reloaded = run(steps, split)
+        fold.STALE_DEADLINES = 10**9  # never rebuilt
+        _, never = run(steps)
+    finally:
+        fold.STALE_DEADLINES = rebuilt_at
+    assert kept == always == reloaded == never
 
 
 @settings(max_examples=200, deadline=None)
