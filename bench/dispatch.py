@@ -25,7 +25,6 @@ import asyncio
 import os
 import statistics
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -34,10 +33,8 @@ from typing import Any
 
 import orjson
 from aiokafka import AIOKafkaProducer
-from e2e import _p99, collect, produce, reader, run_baseline, start_worker, worker_cpu, worker_env  # type: ignore[import-not-found]
+from e2e import TRIBUNAL, _p99, collect, produce, reader, run_baseline, start_worker, worker_cpu, worker_env  # type: ignore[import-not-found]
 from machine import describe, local_stack  # type: ignore[import-not-found]
-
-TRIBUNAL = str(Path(sys.executable).with_name("tribunal"))
 
 
 @dataclass
@@ -82,10 +79,6 @@ def stamped(values: list[dict[str, Any]]) -> Iterator[tuple[bytes, bytes]]:
         yield v["namespace"].encode(), orjson.dumps(v)
 
 
-async def send_all(bootstrap: str, topic: str, values: list[dict[str, Any]], rate: float | None = None) -> None:
-    await produce(bootstrap, topic, stamped(values), rate)
-
-
 def assign(namespace: str, worker: str, n: int, start: Any = 0) -> dict[str, Any]:
     return {"type": "JobsAssigned", "namespace": namespace, "worker": worker, "start": start, "end": start,
             "jobs": [{"external_id": f"{worker}-{i}", "timeout_ms": 3_600_000} for i in range(n)]}
@@ -116,13 +109,13 @@ async def phase(bootstrap: str, zk: str, home: Path, name: str, setup: list[dict
         await asyncio.wait([task, asyncio.create_task(ready.wait())], return_when=asyncio.FIRST_COMPLETED)
         if task.done():
             task.result()  # the tenants could not start: say why
-        await send_all(bootstrap, f"{name}.dispatch-commands", setup)
+        await produce(bootstrap, f"{name}.dispatch-commands", stamped(setup))
         if not await collect(bootstrap, f"{name}.ticks", 1, 120):
             raise RuntimeError(f"the ticker never ticked; see {home / f'{name}-ticker.log'}")
         if not await collect(bootstrap, f"{name}.dispatcher-health", len(setup), 120):  # the worker is deciding
             raise RuntimeError(f"the worker never answered; see {env['TRIBUNAL_DATA_DIR']}.log")
         cpu, started = worker_cpu(worker.pid), time.monotonic()
-        feeding = asyncio.create_task(send_all(bootstrap, f"{name}.dispatch-commands", load, rate))
+        feeding = asyncio.create_task(produce(bootstrap, f"{name}.dispatch-commands", stamped(load), rate))
         await asyncio.sleep(seconds)
         await feeding
         tenants.stop.set()

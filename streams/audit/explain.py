@@ -18,7 +18,7 @@ from streams.audit.order import Coordinates, coordinates
 from streams.core.folds import BY_NAME, Fold, scope
 from streams.core.source import SourceRecord
 from streams.errors import NotFound
-from streams.replay import Replayer
+from streams.replay import Output, Replayer
 from streams.settings import Settings
 
 
@@ -41,24 +41,32 @@ def cause_of_seq(log: KafkaLog, settings: Settings, stream: str, key: str, seq: 
     raise NotFound(f"{topic} has no record with seq {seq} for {key!r}")
 
 
-def explanations(log: KafkaLog, settings: Settings, wanted: Callable[[SourceRecord], bool],
-                 until: Coordinates | None = None,
-                 describe: Callable[[str, Any], dict[str, Any]] | None = None) -> Iterator[dict[str, Any]]:
-    """Explain every input `wanted` picks, replaying the log in applied order (stops after `until`);
-    `describe` in place of the fold's own (a lighter one for a report of many records)."""
+def replayed(log: KafkaLog, settings: Settings, only: tuple[str, str] | None = None
+             ) -> Iterator[tuple[SourceRecord, tuple[str, str], Any, Any, list[Output]]]:
+    """The log's input records in the order the worker applied them, each folded: its (fold, key), that
+    key's state before and after it, and its outputs. With `only`, that key's records alone: keys are
+    independent, so the others need not be folded."""
     replayer = Replayer(topic_prefix=settings.topic_prefix)
     for record in log.ordered():
         slot = scope(record, settings.topic_prefix)
-        if slot is None or not wanted(record):
-            replayer.feed(record)
+        if slot is None or (only is not None and slot != only):
             continue
-        fold = BY_NAME[slot[0]]
-        before = replayer.states.get(slot) or fold.empty()
+        before = replayer.states.get(slot) or BY_NAME[slot[0]].empty()
         rows = replayer.feed(record)
-        after = replayer.states[slot]
-        yield explain_one(record, fold, slot[1], before, after, [orjson.loads(out.value) for out in rows], describe)
-        if until is not None and coordinates(record) == until:
-            return
+        yield record, slot, before, replayer.states[slot], rows
+
+
+def explanations(log: KafkaLog, settings: Settings, wanted: Callable[[SourceRecord], bool],
+                 until: Coordinates | None = None, describe: Callable[[str, Any], dict[str, Any]] | None = None,
+                 only: tuple[str, str] | None = None) -> Iterator[dict[str, Any]]:
+    """Explain every input `wanted` picks (of the key `only`, if given), replaying the log in applied
+    order (stops after `until`); `describe` in place of the fold's own."""
+    for record, (name, key), before, after, rows in replayed(log, settings, only):
+        if wanted(record):
+            yield explain_one(record, BY_NAME[name], key, before, after, [orjson.loads(out.value) for out in rows],
+                              describe)
+            if until is not None and coordinates(record) == until:
+                return
 
 
 def explain(log: KafkaLog, settings: Settings, target: Coordinates) -> dict[str, Any]:
@@ -86,18 +94,10 @@ def explain_one(record: SourceRecord, fold: Fold[Any], key: str, before: Any, af
 
 
 def render(found: dict[str, Any]) -> str:
-    """The explanation as an operator reads it: the input, a dead letter's reason, and the fold's own lines."""
+    """The explanation as an operator reads it: the input, and a dead letter's reason or the fold's own lines."""
     i = found["input"]
     lines = [f"input   {i['topic']}[{i['partition']}]@{i['offset']} (timestamp {i['timestamp']}, key {i['key']})",
              f"        {i['value']}"]
     if "rejected" in found:
         lines.append(f"result  dead letter: {found['rejected']['reason_code']}: {found['rejected']['reason']}")
-    return "\n".join(lines + BY_NAME[found["fold"]].render(found))
-
-
-def wanted_for(settings: Settings, fold_name: str, key: str) -> Callable[[SourceRecord], bool]:
-    """Inputs of one pool or group."""
-    def wanted(record: SourceRecord) -> bool:
-        return scope(record, settings.topic_prefix) == (fold_name, key)
-    return wanted
-
+    return "\n".join(lines if "rejected" in found else lines + BY_NAME[found["fold"]].render(found))

@@ -14,13 +14,13 @@ from typing import Any
 
 import orjson
 
+from streams.audit.explain import replayed
 from streams.audit.kafka_log import KafkaLog
 from streams.core.dispatch import JOB_OUTCOMES, TICKS, DispatchState
 from streams.core.dispatch import view as dispatch_view
-from streams.core.folds import DISPATCH, scope
+from streams.core.folds import DISPATCH
 from streams.core.source import SourceRecord
 from streams.errors import NotFound
-from streams.replay import Replayer
 from streams.settings import Settings
 
 _SAME_STEP = ("status", "reason", "namespace_max", "worker_max")  # a wait's step changes when one of these does
@@ -47,19 +47,15 @@ def job_history(log: KafkaLog, settings: Settings, uuid: str, namespace: str | N
     """The job's assign, each wait (why, under which caps, its place in the queue), each start with the
     counts it started under, and each outcome, up to its final one."""
     namespace = namespace or namespace_of(log, settings, uuid)
-    slot, ticks = (DISPATCH.name, namespace), settings.topic(TICKS)
-    replayer = Replayer(topic_prefix=settings.topic_prefix)
+    ticks, mark = settings.topic(TICKS), uuid.encode()
     history = _History(uuid)
-    for record in log.ordered():
-        if scope(record, settings.topic_prefix) != slot:
-            continue  # namespaces are independent: only the job's own is replayed
-        before = replayer.states.get(slot) or DISPATCH.empty()
-        outputs = [orjson.loads(out.value) for out in replayer.feed(record)]
-        after = replayer.states[slot]
+    for record, _, before, after, rows in replayed(log, settings, only=(DISPATCH.name, namespace)):
         where = _where(record, after.now)
-        for output in outputs:
-            if output.get("uuid") == uuid or uuid in output.get("uuids", ()):
-                history.add(_event(uuid, output, where, before, after, outputs))
+        if any(mark in row.value for row in rows):  # decoded only where the job is named (not every tick's health)
+            outputs = [orjson.loads(row.value) for row in rows]
+            for output in outputs:
+                if output.get("uuid") == uuid or uuid in output.get("uuids", ()):
+                    history.add(_event(uuid, output, where, before, after, outputs))
         standing = dispatch_view.standing(after, uuid)
         if standing is not None:
             history.wait(standing, where, record.topic == ticks, after)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import io
 import json
+from collections import Counter
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
@@ -31,6 +32,11 @@ BAND = {-1: "#f4c7c3", 0: "#e8e8e8", 1: "#c8e6c9"}  # give up / hold / grow
 
 def _when(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, tz=UTC)
+
+
+def _stamp(ms: int) -> str:
+    """A table row's time, to the millisecond."""
+    return _when(ms).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
 def _svg(figure: Any) -> str:
@@ -185,7 +191,7 @@ def _table_pool(found: list[dict[str, Any]]) -> Iterable[str]:
            "<th>instances after</th><th>reason</th></tr>")
     for i, f in enumerate(found):
         d = f.get("decision")
-        when = _when(f["input"]["timestamp"]).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+        when = _stamp(f["input"]["timestamp"])
         where = f"{f['input']['topic']}[{f['input']['partition']}]@{f['input']['offset']}"
         if d is None:
             what = f.get("rejected", {}).get("reason_code") or ("justice " + f["justice"]["outcome"]
@@ -207,7 +213,7 @@ def _table_group(found: list[dict[str, Any]]) -> Iterable[str]:
     for i, f in enumerate(found):
         g = f.get("group") or {"event": f.get("rejected", {}).get("reason_code", "-"), "K": "", "S": "",
                                "sum_N": "", "note": f.get("rejected", {}).get("reason", "")}
-        when = _when(f["input"]["timestamp"]).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+        when = _stamp(f["input"]["timestamp"])
         yield (f"<tr><td><a href='#explain-{i}'>{i + 1}</a></td><td>{when}</td><td>{html.escape(g['event'])}</td>"
                f"<td>{g['K']}</td><td>{g['S']}</td><td>{g['sum_N']}</td><td>{html.escape(g['note'])}</td></tr>")
     yield "</table>"
@@ -217,12 +223,9 @@ def _table_namespace(found: list[dict[str, Any]]) -> Iterable[str]:
     yield ("<table><tr><th>#</th><th>time (UTC)</th><th>input</th><th>now</th><th>running / cap</th><th>held</th>"
            "<th>outputs</th></tr>")
     for i, f in enumerate(found):
-        when = _when(f["input"]["timestamp"]).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+        when = _stamp(f["input"]["timestamp"])
         what = f.get("rejected", {}).get("reason_code") or _command(f["input"]["value"])
-        made: dict[str, int] = {}
-        for o in f["outputs"]:
-            if o["type"] not in ("DispatcherHealth", "DeadLetter"):
-                made[o["type"]] = made.get(o["type"], 0) + 1
+        made = Counter(o["type"] for o in f["outputs"] if o["type"] not in ("DispatcherHealth", "DeadLetter"))
         after = f["after"]
         yield (f"<tr><td><a href='#explain-{i}'>{i + 1}</a></td><td>{when}</td><td>{html.escape(what)}</td>"
                f"<td>{after['now']}</td><td>{after['running']} / {after['max']}</td><td>{after['pending']}</td>"

@@ -13,12 +13,14 @@ from typing import Annotated, Any
 import typer
 
 from streams.cli.base import (
+    FOLD_OF,
     Bootstrap,
     FromBound,
     Prefix,
     ToBound,
     cli,
     dlq_cli,
+    one_key,
     open_file,
     settings_from,
 )
@@ -199,9 +201,8 @@ def explain_command(pool: Annotated[str | None, typer.Option(help="Pool id (with
     from streams.audit.progress import LazyProgress
 
     settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
-    keys = {"pool": pool, "group": group, "namespace": namespace}
-    named = [(kind, key) for kind, key in keys.items() if key is not None]
-    if job is None and cause is None and (seq is None or len(named) != 1):
+    named = one_key(pool=pool, group=group, namespace=namespace)
+    if job is None and cause is None and (seq is None or named is None):
         raise TribunalError("give --job UUID, --cause TOPIC:PARTITION:OFFSET, or --seq N with one of --pool, --group "
                             "and --namespace")
     with LazyProgress("reading the log") as bar:
@@ -215,14 +216,16 @@ def explain_command(pool: Annotated[str | None, typer.Option(help="Pool id (with
         if not target[0].startswith(settings.topic_prefix):  # given without the deployment's prefix
             target = (settings.topic(target[0]), target[1], target[2])
     else:
-        assert seq is not None
-        kind, key = named[0]
-        target = cause_of_seq(log, settings, stream or SEQ_STREAM[kind], key, seq)
+        from streams.core.dispatch import DISPATCHER_HEALTH
+        from streams.core.groups import GROUP_HEALTH
+        from streams.core.pools import SCALING_DECISIONS
+
+        assert seq is not None and named is not None
+        kind, key = named
+        counted = {"pool": SCALING_DECISIONS, "group": GROUP_HEALTH, "namespace": DISPATCHER_HEALTH}[kind]
+        target = cause_of_seq(log, settings, stream or counted, key, seq)
     found = explain(log, settings, target)
     typer.echo(json.dumps(found, indent=2) if as_json else render(found))
-
-
-SEQ_STREAM = {"pool": "scaling-decisions", "group": "group-health", "namespace": "dispatcher-health"}
 
 
 @cli.command("report")
@@ -233,25 +236,22 @@ def report(output_file: Annotated[Path, typer.Option("--output", "-o", help="The
            start: FromBound = None, end: ToBound = None, bootstrap: Bootstrap = None,
            topic_prefix: Prefix = None) -> None:
     """A self-contained HTML audit page: plots over time and every decision with its explanation."""
-    from streams.audit.explain import explanations, wanted_for
+    from streams.audit.explain import explanations
     from streams.audit.kafka_log import Bound, KafkaLog, within
     from streams.audit.progress import LazyProgress
     from streams.audit.report import render_page
-    from streams.core.dispatch.view import summary
+    from streams.core.folds import BY_NAME
 
-    named = [(kind, key) for kind, key in (("pool", pool), ("group", group), ("namespace", namespace))
-             if key is not None]
-    if len(named) != 1:
+    named = one_key(pool=pool, group=group, namespace=namespace)
+    if named is None:
         raise TribunalError("name exactly one of --pool, --group and --namespace")
     settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
-    [(kind, key)] = named
-    of_key = wanted_for(settings, FOLD_OF[kind], key)
+    kind, key = named
+    fold = BY_NAME[FOLD_OF[kind]]
     in_range = within(Bound.parse(start), Bound.parse(end))
     with LazyProgress("reading the log") as bar:
         log = KafkaLog.read(settings, bar.advance)
-    # a namespace's states without their jobs: describing every job after every record grows with both
-    found = list(explanations(log, settings, lambda r: of_key(r) and in_range(r),
-                              describe=summary if kind == "namespace" else None))
+    found = list(explanations(log, settings, in_range, describe=fold.summary, only=(fold.name, key)))
     span = f"from {start or 'the beginning'} to {end or 'the end'}"
     try:
         output_file.write_text(render_page(kind, key, found, span))
@@ -259,5 +259,3 @@ def report(output_file: Annotated[Path, typer.Option("--output", "-o", help="The
         raise TribunalError(f"cannot write {output_file}: {e.strerror}") from None
     typer.echo(f"wrote {output_file}: {kind} {key}, {len(found)} input records")
 
-
-FOLD_OF = {"pool": "pools", "group": "groups", "namespace": "dispatch"}

@@ -17,6 +17,7 @@ from streams.cli.base import (
     Prefix,
     Root,
     SessionTimeout,
+    Web,
     ZkHosts,
     cli,
     open_file,
@@ -28,8 +29,6 @@ from streams.errors import TribunalError
 jobs_cli = typer.Typer(no_args_is_help=True, help="Dispatcher jobs: assign, finish, fail, cancel, show; caps.")
 cli.add_typer(jobs_cli, name="jobs")
 Namespace = Annotated[str, typer.Option("--namespace", "-n", help="Dispatcher namespace (the record key)")]
-Web = Annotated[str | None, typer.Option(help="Worker web endpoint host:port (default "
-                                         "$TRIBUNAL_WEB_HOST:$TRIBUNAL_WEB_PORT)")]
 
 
 @cli.command("ticker")

@@ -11,9 +11,12 @@ from typing import Annotated, Any
 import typer
 
 from streams.cli.base import (
+    FOLD_OF,
     Bootstrap,
     Prefix,
+    Web,
     cli,
+    one_key,
     policy_cli,
     settings_from,
 )
@@ -123,18 +126,16 @@ def state(pool: Annotated[str | None, typer.Option(help="Pool id")] = None,
           fold: Annotated[str | None, typer.Option(help="Or any fold of the catalogue by name (with --key)")] = None,
           key: Annotated[str | None, typer.Option(help="The key, with --fold")] = None,
           as_json: Annotated[bool, typer.Option("--json", help="Print the raw JSON")] = False,
-          web: Annotated[str | None, typer.Option(help="Worker web endpoint host:port "
-                                                  "(default $TRIBUNAL_WEB_HOST:$TRIBUNAL_WEB_PORT)")] = None) -> None:
+          web: Web = None) -> None:
     """Show a pool (instances, metricals, free capacity, policy), a scheduler group, a dispatcher namespace,
     or a key of any fold."""
     from streams.io import worker_page
 
-    named = [(s, k) for s, k in (("pools", pool), ("groups", group), ("dispatch", namespace), (fold, key))
-             if s is not None and k is not None]
-    if len(named) != 1 or (fold is None) != (key is None):
+    named = one_key(pool=pool, group=group, namespace=namespace, fold=key if fold is not None else None)
+    if named is None or (fold is None) != (key is None):
         raise TribunalError("name exactly one of --pool, --group, --namespace, or --fold with --key")
-    [(scope, key)] = named
-    body = worker_page(web or settings_from().web, scope, key)
+    kind, key = named
+    body = worker_page(web or settings_from().web, FOLD_OF.get(kind, fold or ""), key)
     if namespace is not None and not as_json:
         _print_namespace(body)
         return

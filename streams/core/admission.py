@@ -11,11 +11,14 @@ its rate).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Protocol, Self, TypeVar
 
 from streams.core.deadletter import Rejected, dead_letter
 from streams.core.outputs import DLQ, Emit
 from streams.core.source import SourceRecord, origin
+
+NO_COUNTS: Mapping[str, int] = MappingProxyType({})  # a state's seqs and offsets before any: shared, unchangeable
 
 
 class Applied(Protocol):

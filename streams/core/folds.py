@@ -39,8 +39,6 @@ def nothing_to_add(before: Any, outputs: list[dict[str, Any]]) -> dict[str, Any]
 
 def as_json(found: Mapping[str, Any]) -> list[str]:
     """`explain`'s text for a fold without its own: the key's state before and after, and the outputs."""
-    if "rejected" in found:
-        return []
     return [f"before  {json.dumps(found['before'], sort_keys=True)}",
             f"after   {json.dumps(found['after'], sort_keys=True)}",
             *(f"output  {json.dumps(o, sort_keys=True)}" for o in found["outputs"])]
@@ -83,9 +81,12 @@ class Fold(Generic[S]):
     describe: Callable[[str, S], dict[str, Any]]  # a key's state as an operator reads it
     explain: Callable[[S, list[dict[str, Any]]], dict[str, Any]] = nothing_to_add  # from the state before and
     # the record's decoded outputs: what `explain` adds to the generic input, before, after and outputs
-    render: Callable[[Mapping[str, Any]], list[str]] = as_json  # `explain`'s text lines for what it found
+    render: Callable[[Mapping[str, Any]], list[str]] = as_json  # `explain`'s text lines for what it found (not
+    # called for a dead-lettered record: its reason is the text)
     parts: tuple[Parts[S], ...] = ()
     item: Callable[[S, str], dict[str, Any] | None] | None = None  # one named thing in a key's state (a job)
+    summary: Callable[[str, S], dict[str, Any]] | None = None  # `describe` without what grows with the state (a
+    # namespace's jobs), for the report, which reads it after every record; None: `describe` is small already
 
     def reject(self, state: S, record: SourceRecord, rejection: Rejected, key: str) -> tuple[S, list[Emit]]:
         """The dead letter for `record`, as the shell writes it for a record it could not fold."""
@@ -110,7 +111,7 @@ DISPATCH: Fold[dispatch.DispatchState] = Fold(
     "dispatch", dispatch.INPUTS, dispatch.OUTPUTS, frozenset({dispatch.DISPATCHER_HEALTH}), dispatch.DispatchState,
     dispatch.apply, dispatch.key_of, tables=(Table("dispatch-state", dispatch.dump),), load=dispatch.load,
     describe=dispatch_view.describe, explain=dispatch_view.explain, render=dispatch_view.render,
-    item=dispatch_view.job,
+    item=dispatch_view.job, summary=dispatch_view.summary,
     parts=(Parts("dispatch-jobs", dispatch_codec.touched, dispatch_codec.dump_bucket, dispatch_codec.listed),))
 FOLDS: list[Fold[Any]] = []
 BY_INPUT: dict[str, Fold[Any]] = {}

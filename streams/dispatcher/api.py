@@ -64,8 +64,8 @@ async def problems(request: web.Request, handler: Handler) -> web.StreamResponse
 
 
 class Api:
-    def __init__(self, settings: Settings, client: DispatcherClient, worker_web: str) -> None:
-        self.settings, self.client, self.worker_web = settings, client, worker_web
+    def __init__(self, client: DispatcherClient, worker_web: str) -> None:
+        self.client, self.worker_web = client, worker_web
 
     async def _body(self, request: web.Request, model: type[BaseModel]) -> Any:
         raw = await request.read()
@@ -139,7 +139,7 @@ class Api:
 async def serve(settings: Settings, host: str, port: int, worker_web: str) -> None:
     """Serve until cancelled."""
     async with DispatcherClient(settings, namespace="") as client:
-        runner = web.AppRunner(Api(settings, client, worker_web).app())
+        runner = web.AppRunner(Api(client, worker_web).app())
         await runner.setup()
         site = web.TCPSite(runner, host, port)
         await site.start()

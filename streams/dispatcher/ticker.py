@@ -45,7 +45,6 @@ class Ticker:
     active: dict[str, bool] = field(default_factory=dict)  # namespace -> has jobs pending or running
     leading: threading.Event = field(default_factory=threading.Event)
     candidacy: Candidacy = field(default_factory=Candidacy)
-    session_lost: threading.Event = field(default_factory=threading.Event)
 
     def namespaces(self) -> list[str]:
         return sorted(self.always | {ns for ns, busy in self.active.items() if busy})
@@ -58,18 +57,11 @@ class Ticker:
     # -- leadership (a thread of asyncio's pool) ---------------------------------------------------------------
     def _lead(self) -> None:
         log.info("elected: ticking every %.0f ms", self.interval * 1000)
-        self.session_lost.clear()
         self.leading.set()
-        while not self.stopping.is_set() and not self.session_lost.is_set():
+        while self.candidacy.holding():
             self.stopping.wait(0.2)
         self.leading.clear()
         log.info("no longer ticking")
-
-    def _on_state(self, state: str) -> None:
-        from kazoo.protocol.states import KazooState
-
-        if state == KazooState.LOST:
-            self.session_lost.set()
 
     # -- the loops (asyncio) -----------------------------------------------------------------------
     async def _follow_health(self) -> None:
@@ -106,7 +98,7 @@ class Ticker:
         return self.candidacy.stopping
 
     async def run(self) -> None:
-        async with session(self.settings.zookeeper_hosts, self.session_timeout, self._on_state) as zk:
+        async with session(self.settings.zookeeper_hosts, self.session_timeout, self.candidacy.on_state) as zk:
             tasks = [asyncio.create_task(self._follow_health()), asyncio.create_task(self._tick()),
                      asyncio.create_task(self.candidacy.stand(zk, self.layout.ticker_election, self._lead))]
             try:

@@ -19,10 +19,10 @@ class Keeper(Generic[S]):
     recovery rebuilt.
     """
 
-    def __init__(self, fold: Fold[Any], tables: list[Any], parts: list[Any] | None = None) -> None:
+    def __init__(self, fold: Fold[Any], tables: list[Any], parts: list[Any]) -> None:
         self.fold = fold
         self.tables = tables  # Faust tables, in `fold.tables` order
-        self.parts = parts or []  # Faust tables, in `fold.parts` order
+        self.parts = parts  # Faust tables, in `fold.parts` order
         self.cache: dict[str, S] = {}
         self._changed: dict[str, set[int]] = {}  # key -> the other tables to write at the next batch
         self._pieces: dict[str, dict[int, set[str]]] = {}  # key -> for each of `parts`, the pieces to write

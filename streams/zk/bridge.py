@@ -61,7 +61,6 @@ class Bridge:
         self.candidacy = Candidacy()
         self.stopping = self.candidacy.stopping
         self.reconnected = threading.Event()
-        self.session_lost = threading.Event()
         self.watching: set[str] = set()
         self.term = 0  # leadership term: watches of an earlier term stop themselves
         self.dropped = 0
@@ -214,14 +213,13 @@ class Bridge:
             self.watching.clear()
             term = self.term
         log.info("elected: publishing ZooKeeper's view of %s (term %d)", self.layout.root, term)
-        self.session_lost.clear()
         self._watch_groups(zk, term)
         self.publish_snapshots(zk)
-        while not self.stopping.is_set() and not self.session_lost.is_set():
+        while self.candidacy.holding():
             if self.reconnected.wait(self.snapshot_interval):
                 self.reconnected.clear()
                 log.info("reconnected to ZooKeeper: publishing snapshots")
-            if not self.stopping.is_set() and not self.session_lost.is_set():
+            if self.candidacy.holding():
                 self.publish_snapshots(zk)
         with self.lock:
             self.term += 1  # the watches of this term stop at their next call
@@ -229,9 +227,9 @@ class Bridge:
     def _on_state(self, state: str) -> None:
         from kazoo.protocol.states import KazooState
 
+        self.candidacy.on_state(state)
         if state == KazooState.LOST:
             log.warning("ZooKeeper session lost: stepping down until a new session is elected")
-            self.session_lost.set()
         elif state == KazooState.CONNECTED:
             self.reconnected.set()
 

@@ -40,11 +40,24 @@ def identifier() -> str:
 
 
 class Candidacy:
-    """Standing in one election until `stop()`: `stopping` is what `lead` watches to step down."""
+    """Standing in one election until `stop()`. `lead` steps down when `holding()` turns false: on
+    `stop()`, or when the session is LOST (`on_state`, the session's listener), since another
+    process may be elected then."""
 
     def __init__(self) -> None:
         self.stopping = threading.Event()
+        self.session_lost = threading.Event()
         self.election: Any = None
+
+    def on_state(self, state: str) -> None:
+        from kazoo.protocol.states import KazooState
+
+        if state == KazooState.LOST:
+            self.session_lost.set()
+
+    def holding(self) -> bool:
+        """Whether the leadership `lead` was given still holds."""
+        return not self.stopping.is_set() and not self.session_lost.is_set()
 
     async def stand(self, zk: Any, path: str, lead: Callable[[], None]) -> None:
         """Stand in `path`'s election until stopped; `lead()` runs whenever this process is elected and
@@ -53,10 +66,15 @@ class Candidacy:
 
         await asyncio.to_thread(zk.ensure_path, path)
         who = identifier()
+
+        def elected() -> None:
+            self.session_lost.clear()  # a session of its own elected it
+            lead()
+
         while not self.stopping.is_set():
             self.election = zk.Election(path, who)
             try:
-                await asyncio.to_thread(self.election.run, lead)
+                await asyncio.to_thread(self.election.run, elected)
             except KazooException as e:  # the session ended under the election: stand again
                 log.warning("leader election at %s interrupted: %r", path, e)
             if not self.stopping.is_set():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from streams.audit.explain import explanations, wanted_for
+from streams.audit.explain import explanations
 from streams.audit.report import render_page
 from streams.core.dispatch.view import summary
 from streams.settings import Settings
@@ -14,7 +14,7 @@ def test_a_namespace_page_plots_running_against_caps_per_worker_and_lateness() -
     log = logged([command("MaxThreadsSet", max=2), command("WorkerMaxSet", worker="w2", max=1),
                   assign("w1", 0, 300, 3), assign("w2", 0, 0, 2), tick(100), command("JobFinished", uuid=uuid_of(3)),
                   tick(400)])
-    found = list(explanations(log, Settings(), wanted_for(Settings(), "dispatch", NS), describe=summary))
+    found = list(explanations(log, Settings(), lambda r: True, describe=summary, only=("dispatch", NS)))
     assert len(found) == 7 and all("jobs" not in f["after"] for f in found)  # states without the jobs listing
     page = render_page("namespace", NS, found, "from the beginning to the end")
     assert page.count("<figure class='plot'>") == 3

@@ -16,7 +16,7 @@ from typing import Any
 
 from immutables import Map
 
-from streams.core.dispatch.heap import push, push_run
+from streams.core.dispatch.heap import of_sorted, push_run
 from streams.core.dispatch.state import DispatchState, Job, Jobs, Worker, bucket_of
 
 
@@ -60,12 +60,11 @@ def load(data: Mapping[str, Any] | None, stored: Mapping[str, Iterable[list[Any]
                   key=lambda j: j.order)
     ready: dict[str, list[tuple[int, int, str]]] = {}
     later: dict[tuple[str, int], list[tuple[int, int, str]]] = {}  # (worker, expected start): an assign not yet due
-    deadlines, running = None, 0
+    deadlines: list[tuple[int, int, int, str]] = []
     for job in jobs:  # in assignment order; each queue is sorted below
         worker = workers.get(job.worker) or Worker()
         if job.running:
-            running += 1
-            deadlines = push(deadlines, (job.deadline, job.order, job.attempt, job.uuid))
+            deadlines.append((job.deadline, job.order, job.attempt, job.uuid))
             worker = worker._replace(running=worker.running + 1)
         else:
             entry = (job.acceptable_start, job.order, job.uuid)
@@ -75,20 +74,20 @@ def load(data: Mapping[str, Any] | None, stored: Mapping[str, Iterable[list[Any]
                 later.setdefault((job.worker, job.expected_start), []).append(entry)
             worker = worker._replace(pending=worker.pending + 1)
         workers[job.worker] = worker
-    waiting, tops = None, None
-    for (name, expected), run in sorted(later.items()):
-        waiting = push(waiting, (expected, run[0][1], name, tuple(sorted(run))))
-    for name, worker in sorted(workers.items()):
+    waiting = [(expected, run[0][1], name, tuple(sorted(run))) for (name, expected), run in later.items()]
+    tops = []
+    for name, worker in workers.items():
         if name in ready:
             queue = tuple(sorted(ready[name]))
             workers[name] = worker._replace(ready=push_run(None, queue))
             if worker.has_room():
-                tops = push(tops, (*queue[0], name))
+                tops.append((*queue[0], name))
     by_bucket: dict[str, dict[str, Job]] = {}
     for job in jobs:
         by_bucket.setdefault(bucket_of(job.uuid), {})[job.uuid] = job
     return DispatchState(offsets=dict(data["offsets"]), applied=int(data["applied"]), seqs=dict(data["seqs"]),
-                         now=now, max=int(data["max"]), running=running, assigned=int(data["assigned"]),
+                         now=now, max=int(data["max"]), running=len(deadlines), assigned=int(data["assigned"]),
                          jobs=Jobs(Map({name: Map(b) for name, b in by_bucket.items()}), len(jobs)),
-                         workers=Map(workers), waiting=waiting, deadlines=deadlines, deadline_entries=running,
-                         tops=tops)
+                         workers=Map(workers), waiting=of_sorted(sorted(waiting)),
+                         deadlines=of_sorted(sorted(deadlines)), deadline_entries=len(deadlines),
+                         tops=of_sorted(sorted(tops)))

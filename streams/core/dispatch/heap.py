@@ -74,9 +74,9 @@ def pop(heap: Node) -> Heap:
     return merge(heap.left, heap.right)
 
 
-def push_run(heap: Heap, run: tuple[tuple[Any, ...], ...], index: int = 0) -> Heap:
-    """`heap` with `run[index:]` (sorted ascending) as one entry."""
-    return push(heap, (*run[index], run, index)) if index < len(run) else heap
+def push_run(heap: Heap, run: tuple[tuple[Any, ...], ...]) -> Heap:
+    """`heap` with `run` (sorted ascending) as one entry."""
+    return push(heap, (*run[0], run, 0)) if run else heap
 
 
 def advance(heap: Node) -> Heap:

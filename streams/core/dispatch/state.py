@@ -21,15 +21,14 @@ Queues (entries that name a job no longer in that status are skipped when they r
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from immutables import Map
 
+from streams.core.admission import NO_COUNTS
 from streams.core.dispatch.heap import Heap
 
 DEFAULT_MAX_THREADS = 100  # the seed's `elastic_dispatcher_config` row: threads, max 100
-NONE: Mapping[str, int] = MappingProxyType({})
 EMPTY: Map[str, Any] = Map()
 
 
@@ -131,9 +130,9 @@ class Worker(NamedTuple):
 
 
 class DispatchState(NamedTuple):
-    offsets: Mapping[str, int] = NONE
+    offsets: Mapping[str, int] = NO_COUNTS
     applied: int = 0
-    seqs: Mapping[str, int] = NONE
+    seqs: Mapping[str, int] = NO_COUNTS
     now: int = 0
     max: int = DEFAULT_MAX_THREADS
     running: int = 0

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping
+from bisect import bisect_left
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from streams.core.dispatch.state import DispatchState, Job
@@ -12,10 +13,24 @@ _ENDS = ("JobFinished", "JobCancelled", "JobRetryScheduled", "JobFailedFinally")
 SHOWN_JOBS = 1_000  # a state page lists at most this many jobs (running first, then by start order)
 
 
-def _queue(state: DispatchState) -> list[Job]:
-    """The pending jobs that may start now, in the order they will: earlier acceptable start first."""
-    ready = [job for job in state.jobs.values() if not job.running and job.expected_start <= state.now]
-    return sorted(ready, key=lambda j: (j.acceptable_start, j.order))
+def _startable(job: Job, now: int) -> bool:
+    return not job.running and job.expected_start <= now
+
+
+def places(state: DispatchState, uuids: Iterable[str]) -> dict[str, int]:
+    """The places in the startable queue (1: next to start) of those of `uuids` that are startable: one
+    pass over the jobs, and a sort of only the jobs ahead of the last of them."""
+    now, keys = state.now, {}
+    for uuid in uuids:
+        job = state.jobs.get(uuid)
+        if job is not None and _startable(job, now):
+            keys[uuid] = (job.acceptable_start, job.order)
+    if not keys:
+        return {}
+    last = max(keys.values())
+    startable = ((j.acceptable_start, j.order) for j in state.jobs.values() if _startable(j, now))
+    ahead = sorted(key for key in startable if key <= last)
+    return {uuid: bisect_left(ahead, key) + 1 for uuid, key in keys.items()}
 
 
 def describe(namespace: str, state: DispatchState) -> dict[str, Any]:
@@ -63,19 +78,14 @@ def standing(state: DispatchState, uuid: str) -> dict[str, Any] | None:
 
 def place(state: DispatchState, uuid: str) -> int | None:
     """A startable job's place among the startable jobs (1: next to start), None if it is not startable."""
-    job = state.jobs.get(uuid)
-    if job is None or job.running or job.expected_start > state.now:
-        return None
-    key = (job.acceptable_start, job.order)
-    return 1 + sum(1 for j in state.jobs.values()
-                   if not j.running and j.expected_start <= state.now and (j.acceptable_start, j.order) < key)
+    return places(state, (uuid,)).get(uuid)
 
 
 def explain(before: DispatchState, outputs: list[dict[str, Any]]) -> dict[str, Any]:
     """For each job the record started: where it stood in the queue and the caps it started under."""
     if not any(o["type"] == "JobStarted" for o in outputs):
         return {"now_before": before.now, "starts": []}
-    queue = {job.uuid: place for place, job in enumerate(_queue(before), 1)}
+    queue = places(before, (o["uuid"] for o in outputs if o["type"] == "JobStarted"))
     starts: list[dict[str, Any]] = []
     namespace_running = before.running
     worker_running = {name: w.running for name, w in before.workers.items()}
@@ -124,8 +134,6 @@ def because(start: Mapping[str, Any]) -> str:
 
 def render(found: Mapping[str, Any]) -> list[str]:
     """`explain`'s text for a dispatcher record: each start, why then and not before."""
-    if "rejected" in found:
-        return []
     lines = [f"now before  {found.get('now_before')}"]
     for s in found.get("starts", []):
         lines.append(f"started     {s['uuid']} attempt {s['attempt']} at {s['started_at']} "

@@ -9,14 +9,13 @@ to the dead-letter stream with the reason; it is idempotent by input offset.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from pydantic import TypeAdapter, ValidationError
 
 from schemas.cluster import ClusterEvent, InstancesObserved, PoolCapacitySet
 from schemas.policy import DeciderPolicy, JusticePolicy, PolicyRecord
-from streams.core.admission import admit, reject
+from streams.core.admission import NO_COUNTS, admit, reject
 from streams.core.deadletter import Rejected
 from streams.core.intake import error_text, parse, readable
 from streams.core.outputs import Emit
@@ -34,7 +33,6 @@ SCALING_DECISIONS = "scaling-decisions"
 JUSTICE_OUTCOMES = "justice-outcomes"
 OUTPUTS = (SCALING_DECISIONS, JUSTICE_OUTCOMES)
 
-EMPTY: Mapping[str, int] = MappingProxyType({})  # a shared default nobody can change
 _POLICY = TypeAdapter(PolicyRecord)
 _CLUSTER = TypeAdapter(ClusterEvent)
 
@@ -44,8 +42,8 @@ class PoolState(NamedTuple):
 
     decider: DeciderState | None = None
     justice: JusticeState | None = None
-    seqs: Mapping[str, int] = EMPTY  # output stream -> last seq
-    offsets: Mapping[str, int] = EMPTY  # "topic:partition" -> last offset applied
+    seqs: Mapping[str, int] = NO_COUNTS  # output stream -> last seq
+    offsets: Mapping[str, int] = NO_COUNTS  # "topic:partition" -> last offset applied
     applied: int = 0  # inputs applied so far: the next one's `cause.position` is this + 1
 
     def next_seq(self, stream: str) -> tuple[PoolState, int]:
