@@ -45,6 +45,7 @@ from schemas.limits import (
 )
 from schemas.policy import DeciderPolicy, JusticePolicy
 from schemas.records import DeadLetter
+from schemas.shards import LiveNode, NodeJoined, NodeLost, NodesSnapshot, ShardAck, ShardPlan, TaskCountSet
 
 MODELS: tuple[type[BaseModel], ...] = (
     Cause, CommandEnvelope, DeadLetter, DeciderPolicy, InstancesObserved, JusticeOutcome,
@@ -54,6 +55,7 @@ MODELS: tuple[type[BaseModel], ...] = (
     SchedulerRegistered,
     DispatcherHealth, JobCancelled, JobFailed, JobFinished, JobOutcome, JobsAccepted, JobsAssigned, JobStarted,
     MaxThreadsSet, Tick, WorkerMaxSet,
+    LiveNode, NodeJoined, NodeLost, NodesSnapshot, ShardAck, ShardPlan, TaskCountSet,
 )
 JSON_DIR = Path(__file__).resolve().parent / "json"
 OPENAPI = Path(__file__).resolve().parent / "openapi" / "dispatcher-api.json"

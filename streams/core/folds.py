@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from streams.core import admission, dispatch, groups, pools
+from streams.core import admission, dispatch, groups, pools, shards
 from streams.core.deadletter import Rejected
 from streams.core.dispatch import codec as dispatch_codec
 from streams.core.dispatch import view as dispatch_view
@@ -24,6 +24,7 @@ from streams.core.groups import view as group_view
 from streams.core.outputs import Emit
 from streams.core.pools import codec as pool_codec
 from streams.core.pools import view as pool_view
+from streams.core.shards import view as shard_view
 from streams.core.source import SourceRecord
 
 S = TypeVar("S", bound=admission.Applied)
@@ -113,6 +114,10 @@ DISPATCH: Fold[dispatch.DispatchState] = Fold(
     describe=dispatch_view.describe, explain=dispatch_view.explain, render=dispatch_view.render,
     item=dispatch_view.job, summary=dispatch_view.summary,
     parts=(Parts("dispatch-jobs", dispatch_codec.touched, dispatch_codec.dump_bucket, dispatch_codec.listed),))
+SHARDS: Fold[shards.ShardState] = Fold(
+    "shards", shards.INPUTS, shards.OUTPUTS, frozenset({shards.SHARD_PLANS}), shards.ShardState, shards.apply,
+    shards.key_of, tables=(Table("shard-state", shards.dump),), load=shards.load, describe=shard_view.describe,
+    explain=shard_view.explain, render=shard_view.render)
 FOLDS: list[Fold[Any]] = []
 BY_INPUT: dict[str, Fold[Any]] = {}
 BY_NAME: dict[str, Fold[Any]] = {}
@@ -131,6 +136,7 @@ def register(fold: Fold[Any]) -> None:
 register(POOLS)
 register(GROUPS)
 register(DISPATCH)
+register(SHARDS)
 
 
 def route(topic: str, prefix: str = "") -> tuple[str, Fold[Any]] | None:

@@ -1,0 +1,107 @@
+"""The shard fold: epochs, acknowledgements and release, failover plans, dead letters, reload."""
+
+from __future__ import annotations
+
+from schemas.shards import ShardPlan
+from streams.core import shards
+from streams.core.source import SourceRecord
+from tests.core.shards.shard_log import ShardLog
+
+
+def three_nodes(strategy: str | None = None) -> ShardLog:
+    log = ShardLog()
+    log.send("TaskCountSet", tasks=2300, **({"strategy": strategy} if strategy else {}))
+    for node in "321":
+        log.join(node)
+    return log
+
+
+def test_spec_example_and_epochs_rise_one_per_change() -> None:
+    log = three_nodes()
+    plans = log.plans
+    assert [p["epoch"] for p in plans] == [1, 2, 3, 4]  # the task count, then each join
+    last = plans[-1]
+    assert last["ranges"] == {"1": [[1, 766]], "2": [[767, 1532]], "3": [[1533, 2300]]}
+    assert last["awaiting"] == ["1", "2", "3"] and not last["released"]
+    assert last["change"] == "joined: +1" and last["joined"] == ["1"] and last["lost"] == []
+    assert plans[0]["released"] and plans[0]["ranges"] == {}  # no node yet: nothing to wait for
+    for p in plans:
+        ShardPlan.model_validate(p)
+
+
+def test_the_plan_is_released_by_the_last_awaited_ack() -> None:
+    log = three_nodes()
+    log.send("ShardAck", node="2", epoch=4, at=1_732_200_000_100)
+    assert log.plans[-1]["awaiting"] == ["1", "3"] and not log.plans[-1]["released"]
+    assert log.send("ShardAck", node="2", epoch=4) == []  # said already
+    assert log.send("ShardAck", node="1", epoch=3) == []  # an earlier epoch's
+    log.send("ShardAck", node="1", epoch=4)
+    out = log.send("ShardAck", node="3", epoch=4, at=1_732_200_000_900)
+    released = dict(out[0].record)
+    assert released["released"] and released["awaiting"] == [] and released["epoch"] == 4
+    assert released["paused_ms"] == 1_732_200_000_900 - log.plans[3]["published_at"]
+    assert [p["seq"] for p in log.plans] == list(range(1, len(log.plans) + 1))
+
+
+def test_a_lost_node_is_not_awaited_and_its_range_goes_to_the_survivors() -> None:
+    log = three_nodes()
+    log.send("ShardAck", node="1", epoch=4)
+    log.send("ShardAck", node="2", epoch=4)  # node 3 never acks...
+    log.send("NodeLost", node="3")  # ...until ZooKeeper drops it
+    plan = log.plans[-1]
+    assert plan["epoch"] == 5 and plan["lost"] == ["3"] and plan["awaiting"] == ["1", "2"]
+    assert plan["ranges"] == {"1": [[1, 1150]], "2": [[1151, 2300]]}
+    assert plan["moved"] == (1150 - 767 + 1) + (2300 - 1533 + 1)  # 767-1150 from 2 to 1, 1533-2300 from 3 to 2
+    assert log.send("NodeLost", node="3") == []  # lost already
+
+
+def test_a_snapshot_repairs_the_live_set_and_agreeing_ones_change_nothing() -> None:
+    log = three_nodes()
+    assert log.send("NodesSnapshot", nodes=[{"node": n, "address": f"10.0.0.{n}:9000"} for n in "123"]) == []
+    log.send("NodesSnapshot", nodes=[{"node": "1", "address": "10.0.0.1:9000"},
+                                     {"node": "4", "address": "10.0.0.4:9000"}])
+    plan = log.plans[-1]
+    assert plan["joined"] == ["4"] and plan["lost"] == ["2", "3"] and plan["change"] == "snapshot: +4 -2 -3"
+    assert plan["ranges"] == {"1": [[1, 1150]], "4": [[1151, 2300]]}
+
+
+def test_the_ring_strategy_is_opt_in_and_moves_only_to_a_joiner() -> None:
+    log = three_nodes("ring")
+    before = log.plans[-1]
+    log.join("4")
+    after = log.plans[-1]
+    assert after["strategy"] == "ring" and 0 < after["moved"] <= 2 * 2300 // 4
+    for node in "123":
+        kept = {t for a, b in after["ranges"][node] for t in range(a, b + 1)}
+        assert kept <= {t for a, b in before["ranges"][node] for t in range(a, b + 1)}
+
+
+def test_bad_input_goes_to_the_dead_letters_with_a_reason() -> None:
+    log = ShardLog()
+    log.send("ShardAck", node="1", epoch=1)
+    log.send("TaskCountSet", tasks=-1)
+    log.join("1", "a:1")
+    log.join("1", "b:1")  # a second process with the same id
+    log.send("NodesSnapshot", nodes=[{"node": "1", "address": "a:1"}, {"node": "1", "address": "a:1"}])
+    log.send("ShardAck", node="1", epoch=9)
+    log.raw(shards.SHARD_ACKS, b'{"type": "NodeLost", "job_set": "js", "node": "1"}')
+    log.raw(shards.SHARD_EVENTS, b'{"type": "NodeLost", "job_set": "other", "node": "1"}', key=b"js")
+    log.raw(shards.SHARD_EVENTS, b"\xff not json")
+    log.send("NodeJoined", node="a/b", address="x")
+    codes = [d["reason_code"] for d in log.dead]
+    assert codes == ["unknown_job_set", "bad_event", "duplicate_node", "duplicate_node", "unknown_epoch",
+                     "wrong_topic", "job_set_mismatch", "bad_event", "bad_event"]
+    assert all(d["reason"] for d in log.dead)
+    assert log.state.nodes == {"1": "a:1"} and log.state.epoch == 1
+
+
+def test_a_redelivered_record_changes_nothing_and_the_state_survives_a_reload() -> None:
+    log = three_nodes()
+    state = log.state
+    record = SourceRecord(shards.SHARD_EVENTS, 0, 0, 1, b"js", b'{"type":"NodeLost","job_set":"js","node":"1"}')
+    assert shards.apply(state, record, shards.SHARD_EVENTS) == (state, [])
+    reloaded = shards.load(shards.dump(state))
+    assert reloaded == state._replace(nodes=dict(state.nodes)) or shards.dump(reloaded) == shards.dump(state)
+    after = shards.apply(reloaded, record._replace(offset=99), shards.SHARD_EVENTS)
+    direct = shards.apply(state, record._replace(offset=99), shards.SHARD_EVENTS)
+    assert [e.value_bytes() for e in after[1]] == [e.value_bytes() for e in direct[1]]

@@ -1,0 +1,64 @@
+"""Hypothesis properties of SPEC §6: exact cover, rising epochs, plans as a pure function, bounded movement."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from streams.core.shards import plans
+from tests.core.shards.shard_log import ShardLog
+
+NODE = st.sampled_from([f"n{i}" for i in range(8)])
+EVENT = st.one_of(
+    st.tuples(st.just("NodeJoined"), NODE, st.integers(0, 5)),
+    st.tuples(st.just("NodeLost"), NODE, st.just(0)),
+    st.tuples(st.just("TaskCountSet"), st.integers(0, 3000), st.sampled_from(["scope", "ring"])),
+    st.tuples(st.just("ShardAck"), NODE, st.integers(0, 2)),
+    st.tuples(st.just("NodesSnapshot"), st.sets(NODE, max_size=5), st.just(0)),
+)
+
+
+def tasks_of(ranges: dict[str, Any]) -> list[int]:
+    return sorted(t for spans in ranges.values() for a, b in spans for t in range(a, b + 1))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(EVENT, max_size=40))
+def test_plans_cover_every_task_once_with_rising_epochs_as_a_pure_function(events: list[tuple[Any, ...]]) -> None:
+    log = ShardLog()
+    for kind, a, b in events:
+        if kind == "NodeJoined":
+            log.join(a, f"h{b}:{a}")  # the address of a live node never changes: a second one is a dead letter
+        elif kind == "NodeLost":
+            log.send(kind, node=a)
+        elif kind == "TaskCountSet":
+            log.send(kind, tasks=a, strategy=b)
+        elif kind == "ShardAck":
+            log.send(kind, node=a, epoch=max(1, log.state.epoch - b))
+        else:
+            log.send(kind, nodes=[{"node": n, "address": f"h0:{n}"} for n in sorted(a)])
+    epoch = 0
+    for plan in log.plans:
+        assert plan["epoch"] in (epoch, epoch + 1)  # a new epoch, or the same one acknowledged further
+        epoch = plan["epoch"]
+        owned = tasks_of(plan["ranges"])
+        assert owned == (list(range(1, plan["tasks"] + 1)) if plan["nodes"] else [])  # each task exactly once
+        assert sorted(plan["ranges"]) == sorted(plan["nodes"])
+        expected = plans.plan(plan["strategy"], dict(reversed(list(plan["nodes"].items()))), plan["tasks"])
+        assert plan["ranges"] == {n: [list(r) for r in rs] for n, rs in expected.items()}
+        assert plan["released"] == (not plan["awaiting"])
+        assert set(plan["awaiting"]) <= set(plan["nodes"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sets(st.text("abcdefgh0123456789", min_size=1, max_size=6), min_size=1, max_size=12),
+       st.text("xyz", min_size=1, max_size=4), st.integers(1, 20_000))
+def test_ring_moves_only_to_a_joiner_and_about_a_share_of_the_tasks(nodes: set[str], new: str, tasks: int) -> None:
+    live = {n: "h" for n in nodes}
+    before, after = plans.ring(live, tasks), plans.ring({**live, new: "h"}, tasks)
+    assert {owner for _, _, _, owner in plans.changes(before, after)} <= {new}
+    assert plans.moved(before, after) <= 2 * tasks / (len(nodes) + 1) + 1
+    lost = plans.ring({**live, new: "h"}, tasks), plans.ring(live, tasks)  # and back: only its tasks move
+    assert {old for _, _, old, _ in plans.changes(*lost)} <= {new}
