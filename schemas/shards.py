@@ -26,6 +26,8 @@ class NodeJoined(Record):
     job_set: PathName
     node: PathName
     address: str = Field(max_length=300)
+    incarnation: int = Field(0, ge=0, description="the czxid of the node's /live entry: a node that lost its "
+                             "session and registered again is a new incarnation (0: not said)")
 
 
 class NodeLost(Record):
@@ -48,6 +50,8 @@ class TaskCountSet(Record):
 class LiveNode(Record):
     node: PathName
     address: str = Field(max_length=300)
+    incarnation: int = Field(0, ge=0, description="the czxid of the node's /live entry: a node that lost its "
+                             "session and registered again is a new incarnation (0: not said)")
 
 
 class NodesSnapshot(Record):
@@ -80,6 +84,8 @@ class ShardPlan(Record):
     strategy: Strategy
     tasks: int
     nodes: dict[str, str] = Field(description="live node -> address")
+    incarnations: dict[str, int] = Field(description="live node -> the incarnation this plan is for: a node acts "
+                                         "only on plans naming its own")
     ranges: dict[str, list[tuple[int, int]]] = Field(description="node -> its task ranges [first, last], "
                                                      "inclusive, ascending; together they cover 1..tasks once")
     moved: int = Field(description="tasks whose owner differs from the previous epoch's")

@@ -42,6 +42,7 @@ class ShardState(NamedTuple):
     first epoch."""
 
     nodes: Mapping[str, str] = NO_NODES  # live node -> address
+    incarnations: Mapping[str, int] = NO_COUNTS  # live node -> its incarnation (0: not said)
     tasks: int = 0
     strategy: str = "scope"
     plan: Mapping[str, Any] | None = None
@@ -97,15 +98,12 @@ def _parse(record: SourceRecord, topic: str, job_set: str) -> Any:
 
 
 def _changed(state: ShardState, event: Any, record: SourceRecord) -> tuple[ShardState, list[Emit]]:
-    nodes, tasks, strategy = dict(state.nodes), state.tasks, state.strategy
+    nodes, incs, tasks, strategy = dict(state.nodes), dict(state.incarnations), state.tasks, state.strategy
     if isinstance(event, records.NodeJoined):
-        known = nodes.get(event.node)
-        if known is not None and known != event.address:
-            raise Rejected("duplicate_node", f"node {event.node!r} is live at {known!r} already; a second "
-                                             f"process with its id at {event.address!r}?")
-        nodes[event.node] = event.address
+        _join(nodes, incs, event)
     elif isinstance(event, records.NodeLost):
         nodes.pop(event.node, None)
+        incs.pop(event.node, None)
     elif isinstance(event, records.TaskCountSet):
         tasks, strategy = event.tasks, event.strategy or strategy
     else:  # NodesSnapshot
@@ -114,21 +112,35 @@ def _changed(state: ShardState, event: Any, record: SourceRecord) -> tuple[Shard
         if twice:
             raise Rejected("duplicate_node", f"the snapshot lists {twice} more than once")
         nodes = {n.node: n.address for n in event.nodes}
-    if (nodes, tasks, strategy) == (dict(state.nodes), state.tasks, state.strategy):
+        incs = {n.node: n.incarnation or state.incarnations.get(n.node, 0) for n in event.nodes}
+    if (nodes, incs, tasks, strategy) == (dict(state.nodes), dict(state.incarnations), state.tasks, state.strategy):
         return state, []  # ZooKeeper told us what the log said already
-    joined = sorted(n for n, address in nodes.items() if state.nodes.get(n) != address)
+    joined = sorted(n for n in nodes if (nodes[n], incs[n]) != (state.nodes.get(n), state.incarnations.get(n)))
     lost = sorted(n for n in state.nodes if n not in nodes)
     change = _change(event, joined, lost, state)
-    state = state._replace(nodes=MappingProxyType(dict(sorted(nodes.items()))), tasks=tasks, strategy=strategy)
+    state = state._replace(nodes=MappingProxyType(dict(sorted(nodes.items()))),
+                           incarnations=MappingProxyType(dict(sorted(incs.items()))), tasks=tasks, strategy=strategy)
     ranges = plans.plan(strategy, state.nodes, tasks)
     before = {} if state.plan is None else state.plan["ranges"]
     plan = {"type": "ShardPlan", "job_set": event.job_set, "epoch": state.epoch + 1, "strategy": strategy,
-            "tasks": tasks, "nodes": dict(state.nodes),
+            "tasks": tasks, "nodes": dict(state.nodes), "incarnations": dict(state.incarnations),
             "ranges": {node: [list(span) for span in spans] for node, spans in ranges.items()},
             "moved": plans.moved(before, ranges), "change": change, "joined": joined, "lost": lost,
             "awaiting": list(state.nodes), "released": not state.nodes, "published_at": record.timestamp,
             "paused_ms": 0 if not state.nodes else None}
     return _publish(state, plan, record)
+
+
+def _join(nodes: dict[str, str], incs: dict[str, int], event: records.NodeJoined) -> None:
+    """A node registered: new, or again in a new session (a new incarnation, to be planned anew), or a
+    contradiction: a second process claiming a live node's id from another address."""
+    known, inc = nodes.get(event.node), incs.get(event.node, 0)
+    again = event.incarnation and inc and event.incarnation != inc
+    if known is not None and known != event.address and not again:
+        raise Rejected("duplicate_node", f"node {event.node!r} is live at {known!r} already; a second "
+                                         f"process with its id at {event.address!r}?")
+    nodes[event.node] = event.address
+    incs[event.node] = event.incarnation or inc
 
 
 def _change(event: Any, joined: list[str], lost: list[str], state: ShardState) -> str:
@@ -162,13 +174,15 @@ def _publish(state: ShardState, plan: dict[str, Any], record: SourceRecord) -> t
 
 
 def dump(state: ShardState) -> dict[str, Any]:
-    return {"nodes": dict(state.nodes), "tasks": state.tasks, "strategy": state.strategy, "plan": state.plan,
+    return {"nodes": dict(state.nodes), "incarnations": dict(state.incarnations), "tasks": state.tasks,
+            "strategy": state.strategy, "plan": state.plan,
             "seqs": dict(state.seqs), "offsets": dict(state.offsets), "applied": state.applied}
 
 
 def load(data: Mapping[str, Any] | None) -> ShardState:
     if not data:
         return ShardState()
-    return ShardState(nodes=MappingProxyType(dict(data["nodes"])), tasks=int(data["tasks"]),
+    return ShardState(nodes=MappingProxyType(dict(data["nodes"])),
+                      incarnations=MappingProxyType(dict(data["incarnations"])), tasks=int(data["tasks"]),
                       strategy=str(data["strategy"]), plan=data["plan"], seqs=dict(data["seqs"]),
                       offsets=dict(data["offsets"]), applied=int(data["applied"]))

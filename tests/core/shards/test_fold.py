@@ -105,3 +105,16 @@ def test_a_redelivered_record_changes_nothing_and_the_state_survives_a_reload() 
     after = shards.apply(reloaded, record._replace(offset=99), shards.SHARD_EVENTS)
     direct = shards.apply(state, record._replace(offset=99), shards.SHARD_EVENTS)
     assert [e.value_bytes() for e in after[1]] == [e.value_bytes() for e in direct[1]]
+
+
+def test_a_node_registered_again_is_a_new_incarnation_and_a_new_epoch() -> None:
+    log = ShardLog()
+    log.send("TaskCountSet", tasks=10)
+    log.send("NodeJoined", node="1", address="a:1", incarnation=5)
+    log.send("NodeJoined", node="2", address="b:1", incarnation=6)
+    assert log.send("NodeJoined", node="1", address="a:1", incarnation=5) == []
+    log.send("NodeJoined", node="1", address="a:1", incarnation=9)  # its session was lost, and it is back
+    plan = log.plans[-1]
+    assert plan["joined"] == ["1"] and plan["incarnations"] == {"1": 9, "2": 6} and plan["epoch"] == 4
+    log.send("NodeJoined", node="2", address="c:1", incarnation=6)
+    assert log.dead[-1]["reason_code"] == "duplicate_node"

@@ -1,0 +1,66 @@
+"""Shard plans: `tribunal shard-node` (a demonstration node) and `tribunal shard-tasks` (a job set's task count)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from streams.cli.base import Bootstrap, Prefix, SessionTimeout, ZkHosts, cli, serve, settings_from
+
+JobSet = Annotated[str, typer.Option("--job-set", "-j", help="Job set (the record key)")]
+ShardRoot = Annotated[str, typer.Option("--shard-root", help="ZooKeeper root of the job sets")]
+
+
+@cli.command("shard-node")
+def shard_node(job_set: JobSet,
+               address: Annotated[str, typer.Option(help="This node's address: the scope strategy sorts by it")],
+               node_id: Annotated[str | None, typer.Option("--id", help="This node's id (default: its address)")]
+               = None,
+               run_log: Annotated[Path | None, typer.Option(help="Append a JSON line per task run start/end, "
+                                                            "with its epoch")] = None,
+               period: Annotated[float, typer.Option(help="Each owned task runs every this many seconds")] = 5.0,
+               duration: Annotated[float, typer.Option(help="Seconds a demonstration task run takes")] = 0.5,
+               grace: Annotated[float, typer.Option(help="Seconds the leader waits after a loss before lifting "
+                                                    "the pause")] = 2.0,
+               snapshot_interval: Annotated[float, typer.Option(help="Seconds between the leader's snapshots "
+                                                                "of /live")] = 30.0,
+               bootstrap: Bootstrap = None, zookeeper: ZkHosts = None, topic_prefix: Prefix = None,
+               shard_root: ShardRoot = "/tribunal/.shards", session_timeout: SessionTimeout = 6.0) -> None:
+    """Run a demonstration node: it owns the tasks its job set's plan gives it and runs each on its slots."""
+    from streams.shards import Execution, ShardNode
+
+    settings = settings_from(kafka_bootstrap=bootstrap, zookeeper_hosts=zookeeper, topic_prefix=topic_prefix)
+
+    async def work(run: Execution) -> None:
+        steps = max(1, round(duration / 0.05))
+        for _ in range(steps):  # short steps, each only while the node still holds the task
+            if not run.holds():
+                raise asyncio.CancelledError
+            await asyncio.sleep(duration / steps)
+
+    node = ShardNode(settings, job_set, node_id or address, address, work, period=period,
+                     session_timeout=session_timeout, grace=grace, snapshot_interval=snapshot_interval,
+                     root=shard_root, run_log=run_log)
+    serve(node.serve)
+
+
+@cli.command("shard-tasks")
+def shard_tasks(job_set: JobSet, tasks: Annotated[int, typer.Argument(min=0, help="The job set's tasks: 1..TASKS")],
+                strategy: Annotated[str | None, typer.Option(help="scope (the seed's) or ring (moves less on a "
+                                                             "join)")] = None,
+                bootstrap: Bootstrap = None, topic_prefix: Prefix = None) -> None:
+    """Set a job set's task count (and strategy): a `TaskCountSet` on shard-events."""
+    from schemas.shards import TaskCountSet
+    from streams.core.shards import SHARD_EVENTS
+    from streams.io import produce
+
+    settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
+    record = TaskCountSet.model_validate({"job_set": job_set, "tasks": tasks, "strategy": strategy})
+    topic = settings.topic(SHARD_EVENTS)
+    meta = produce(settings, topic, job_set.encode(), json.dumps(record.model_dump(exclude_none=True)).encode())
+    typer.echo(f"sent to {topic}[{meta[0]}]@{meta[1]}: {job_set} has {tasks} tasks"
+               + (f" ({strategy})" if strategy else ""))
