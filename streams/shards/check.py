@@ -46,7 +46,7 @@ class Findings:
 
 
 def read(paths: Iterable[Path]) -> list[dict[str, Any]]:
-    lines = []
+    lines: list[dict[str, Any]] = []
     for path in paths:
         if path.exists():
             lines.extend(json.loads(line) for line in path.read_text().splitlines() if line.strip())
@@ -76,13 +76,13 @@ def check(lines: list[dict[str, Any]], tasks: int, since: float, until: float,
     for run in runs:
         by_task.setdefault(run.task, []).append(run)
     for task in range(1, tasks + 1):
-        held = sorted(by_task.get(task, []), key=lambda r: r.start)
+        ordered = sorted(by_task.get(task, []), key=lambda r: r.start)
         latest: Held | None = None
-        for run in held:
+        for run in ordered:
             if latest is not None and run.start < latest.until:
                 found.overlaps.append((latest, run))
             if latest is None or run.until > latest.until:
                 latest = run
-        starts = [since] + [r.start for r in held if since <= r.start <= until] + [until]
+        starts = [since] + [r.start for r in ordered if since <= r.start <= until] + [until]
         found.gaps[task] = max(b - a for a, b in itertools.pairwise(starts))
     return found
