@@ -30,15 +30,17 @@ def parse_cause(text: str) -> Coordinates:
         raise NotFound(f"--cause wants TOPIC:PARTITION:OFFSET, not {text!r}") from None
 
 
-def cause_of_seq(log: KafkaLog, settings: Settings, stream: str, key: str, seq: int) -> Coordinates:
-    """The input that caused record `seq` of output `stream` for `key`."""
+def cause_of_seq(log: KafkaLog, settings: Settings, stream: str, key: str, seq: int, field: str = "seq"
+                 ) -> Coordinates:
+    """The input that caused the first record of output `stream` for `key` whose `field` is `seq` (a shard
+    plan's epoch, say: the input that made it)."""
     topic = settings.topic(stream)
     for record in log.recorded.get((topic, key), []):
         value = orjson.loads(record.value or b"{}")
-        if value.get("seq") == seq:
+        if value.get(field) == seq:
             c = value["cause"]
             return (c["topic"], int(c["partition"]), int(c["offset"]))
-    raise NotFound(f"{topic} has no record with seq {seq} for {key!r}")
+    raise NotFound(f"{topic} has no record with {field} {seq} for {key!r}")
 
 
 def replayed(log: KafkaLog, settings: Settings, only: tuple[str, str] | None = None

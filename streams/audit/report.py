@@ -1,5 +1,5 @@
-"""The audit report: one self-contained HTML page for a pool, a scheduler group or a dispatcher namespace over a
-time range.
+"""The audit report: one self-contained HTML page for a pool, a scheduler group, a dispatcher namespace or a shard
+job set over a time range.
 
 Plots are drawn with matplotlib as inline SVG (no scripts, no network: the file opens anywhere and
 prints as it shows). Every row of the decision table links to its explanation further down the
@@ -186,6 +186,58 @@ def namespace_figures(found: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return figures
 
 
+def job_set_figures(found: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(title, svg): which node owned which tasks over time, epoch by epoch; and each epoch's pause, from the
+    input that made it to the acknowledgement that released it."""
+    plt = _plt()
+    epochs = [f for f in found if f.get("plan", {}).get("new_epoch")]
+    if not epochs:
+        return []
+    nodes = sorted({n for f in epochs for n in f["plan"]["ranges"]})
+    colours = {n: plt.get_cmap("tab20")(i % 20) for i, n in enumerate(nodes)}
+    ends = [f["input"]["timestamp"] for f in epochs[1:]] + [found[-1]["input"]["timestamp"]]
+    fig, ax = plt.subplots(figsize=(10, 4))
+    for f, end in zip(epochs, ends, strict=True):
+        start = _when(f["input"]["timestamp"])
+        stop = _when(max(end, f["input"]["timestamp"] + 1))
+        for node, spans in f["plan"]["ranges"].items():
+            for first, last in spans:
+                ax.fill_between([start, stop], first - 0.5, last + 0.5, color=colours[node], linewidth=0)
+    for node in nodes:
+        ax.plot([], [], color=colours[node], linewidth=6, label=node)
+    ax.set_ylabel("task")
+    ax.legend(loc="upper left", ncol=min(len(nodes), 8), fontsize=7)
+    figures = [("Task ranges per node over time (one band per range, epoch by epoch)", _svg(fig))]
+
+    released = [f for f in found if f.get("plan", {}).get("released") and f["plan"].get("paused_ms") is not None]
+    if released:
+        fig, ax = plt.subplots(figsize=(10, 2.5))
+        ax.bar([str(f["plan"]["epoch"]) for f in released], [f["plan"]["paused_ms"] for f in released],
+               color="#ef5675")
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("ms to release")
+        figures.append(("Pause per epoch: from the change to its last acknowledgement", _svg(fig)))
+    return figures
+
+
+def _table_job_set(found: list[dict[str, Any]]) -> Iterable[str]:
+    yield ("<table><tr><th>#</th><th>time (UTC)</th><th>input</th><th>epoch</th><th>change</th><th>moved</th>"
+           "<th>state</th></tr>")
+    for i, f in enumerate(found):
+        when = _stamp(f["input"]["timestamp"])
+        what = f.get("rejected", {}).get("reason_code") or _command(f["input"]["value"])
+        p = f.get("plan")
+        if p is None:
+            row = f"<td>{f['after']['epoch']}</td><td>(nothing changed)</td><td></td><td></td>"
+        else:
+            state = "released" if p["released"] else "awaiting " + ", ".join(p["awaiting"])
+            row = (f"<td>{p['epoch']}</td><td>{html.escape(p['change'] if p['new_epoch'] else 'ack')}</td>"
+                   f"<td>{p['moved'] if p['new_epoch'] else ''}</td><td>{html.escape(state)}</td>")
+        yield (f"<tr><td><a href='#explain-{i}'>{i + 1}</a></td><td>{when}</td><td>{html.escape(what)}</td>"
+               f"{row}</tr>")
+    yield "</table>"
+
+
 def _table_pool(found: list[dict[str, Any]]) -> Iterable[str]:
     yield ("<table><tr><th>seq</th><th>time (UTC)</th><th>input</th><th>outcome</th><th>asked / granted</th>"
            "<th>instances after</th><th>reason</th></tr>")
@@ -240,8 +292,8 @@ def _command(text: str) -> str:
         return "?"
 
 
-FIGURES = {"pool": pool_figures, "group": group_figures, "namespace": namespace_figures}
-TABLES = {"pool": _table_pool, "group": _table_group, "namespace": _table_namespace}
+FIGURES = {"pool": pool_figures, "group": group_figures, "namespace": namespace_figures, "job_set": job_set_figures}
+TABLES = {"pool": _table_pool, "group": _table_group, "namespace": _table_namespace, "job_set": _table_job_set}
 
 
 def render_page(kind: str, key: str, found: list[dict[str, Any]], span: str) -> str:

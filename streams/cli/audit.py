@@ -16,6 +16,7 @@ from streams.cli.base import (
     FOLD_OF,
     Bootstrap,
     FromBound,
+    JobSetOption,
     Prefix,
     ToBound,
     cli,
@@ -183,9 +184,12 @@ def explain_command(pool: Annotated[str | None, typer.Option(help="Pool id (with
                     group: Annotated[str | None, typer.Option(help="Scheduler group (with --seq)")] = None,
                     namespace: Annotated[str | None, typer.Option(help="Dispatcher namespace (with --seq; with "
                                                                   "--job, saves finding it)")] = None,
+                    job_set: JobSetOption = None,
                     seq: Annotated[int | None, typer.Option(help="The decision's seq (scaling-decisions for a "
                                                             "pool, group-health for a group, dispatcher-health "
-                                                            "for a namespace)")] = None,
+                                                            "for a namespace, shard-plans for a job set)")] = None,
+                    epoch: Annotated[int | None, typer.Option(help="With --job-set: the plan of this epoch (why "
+                                                              "each node owns what it owns)")] = None,
                     stream: Annotated[str | None, typer.Option(help="Output topic the seq counts on (default "
                                                                "as --seq says)")] = None,
                     cause: Annotated[str | None, typer.Option(
@@ -201,10 +205,10 @@ def explain_command(pool: Annotated[str | None, typer.Option(help="Pool id (with
     from streams.audit.progress import LazyProgress
 
     settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
-    named = one_key(pool=pool, group=group, namespace=namespace)
-    if job is None and cause is None and (seq is None or named is None):
-        raise TribunalError("give --job UUID, --cause TOPIC:PARTITION:OFFSET, or --seq N with one of --pool, --group "
-                            "and --namespace")
+    named = one_key(pool=pool, group=group, namespace=namespace, job_set=job_set)
+    if job is None and cause is None and ((seq is None and epoch is None) or named is None):
+        raise TribunalError("give --job UUID, --cause TOPIC:PARTITION:OFFSET, or --seq N with one of --pool, --group, "
+                            "--namespace and --job-set (or --epoch E with --job-set)")
     with LazyProgress("reading the log") as bar:
         log = KafkaLog.read(settings, bar.advance)
     if job is not None:
@@ -219,11 +223,17 @@ def explain_command(pool: Annotated[str | None, typer.Option(help="Pool id (with
         from streams.core.dispatch import DISPATCHER_HEALTH
         from streams.core.groups import GROUP_HEALTH
         from streams.core.pools import SCALING_DECISIONS
+        from streams.core.shards import SHARD_PLANS
 
-        assert seq is not None and named is not None
+        assert named is not None
         kind, key = named
-        counted = {"pool": SCALING_DECISIONS, "group": GROUP_HEALTH, "namespace": DISPATCHER_HEALTH}[kind]
-        target = cause_of_seq(log, settings, stream or counted, key, seq)
+        counted = {"pool": SCALING_DECISIONS, "group": GROUP_HEALTH, "namespace": DISPATCHER_HEALTH,
+                   "job_set": SHARD_PLANS}[kind]
+        if seq is None and kind != "job_set":
+            raise TribunalError("--epoch goes with --job-set")
+        field, value = ("seq", seq) if seq is not None else ("epoch", epoch)
+        assert value is not None
+        target = cause_of_seq(log, settings, stream or counted, key, value, field)
     found = explain(log, settings, target)
     typer.echo(json.dumps(found, indent=2) if as_json else render(found))
 
@@ -233,7 +243,7 @@ def report(output_file: Annotated[Path, typer.Option("--output", "-o", help="The
            pool: Annotated[str | None, typer.Option(help="Pool id")] = None,
            group: Annotated[str | None, typer.Option(help="Scheduler group")] = None,
            namespace: Annotated[str | None, typer.Option(help="Dispatcher namespace")] = None,
-           start: FromBound = None, end: ToBound = None, bootstrap: Bootstrap = None,
+           job_set: JobSetOption = None, start: FromBound = None, end: ToBound = None, bootstrap: Bootstrap = None,
            topic_prefix: Prefix = None) -> None:
     """A self-contained HTML audit page: plots over time and every decision with its explanation."""
     from streams.audit.explain import explanations
@@ -242,9 +252,9 @@ def report(output_file: Annotated[Path, typer.Option("--output", "-o", help="The
     from streams.audit.report import render_page
     from streams.core.folds import BY_NAME
 
-    named = one_key(pool=pool, group=group, namespace=namespace)
+    named = one_key(pool=pool, group=group, namespace=namespace, job_set=job_set)
     if named is None:
-        raise TribunalError("name exactly one of --pool, --group and --namespace")
+        raise TribunalError("name exactly one of --pool, --group, --namespace and --job-set")
     settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
     kind, key = named
     fold = BY_NAME[FOLD_OF[kind]]

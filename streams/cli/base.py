@@ -36,14 +36,17 @@ cli.add_typer(dlq_cli, name="dlq")
 FromBound = Annotated[str | None, typer.Option("--from", help="First record: an offset (every partition) or a "
                                                "time, e.g. 2026-11-22T14:02:00Z")]
 ToBound = Annotated[str | None, typer.Option("--to", help="Stop before this offset or time")]
+JobSetOption = Annotated[str | None, typer.Option("--job-set", help="Shard job set")]
 Web = Annotated[str | None, typer.Option(help="Worker web endpoint host:port (default "
                                          "$TRIBUNAL_WEB_HOST:$TRIBUNAL_WEB_PORT)")]
 
-FOLD_OF = {"pool": "pools", "group": "groups", "namespace": "dispatch"}  # a key's option, and the fold it names
+# a key's option, and the fold it names
+FOLD_OF = {"pool": "pools", "group": "groups", "namespace": "dispatch", "job_set": "shards"}
 
 
 def one_key(**keys: str | None) -> tuple[str, str] | None:
-    """The one (option, key) given among `--pool`, `--group`, `--namespace`; None unless exactly one is."""
+    """The one (option, key) given among `--pool`, `--group`, `--namespace`, `--job-set`; None unless exactly one
+    is."""
     named = [(kind, key) for kind, key in keys.items() if key is not None]
     return named[0] if len(named) == 1 else None
 

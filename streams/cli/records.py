@@ -13,6 +13,7 @@ import typer
 from streams.cli.base import (
     FOLD_OF,
     Bootstrap,
+    JobSetOption,
     Prefix,
     Web,
     cli,
@@ -38,6 +39,15 @@ def _print_namespace(body: dict[str, Any]) -> None:
     if body["pending"] + body["running"] > len(shown):
         typer.echo(f"  ... {body['pending'] + body['running'] - len(shown)} more (--json lists up to "
                    f"{body['jobs_shown']})")
+
+
+def _print_job_set(body: dict[str, Any]) -> None:
+    state = "released" if body["released"] else f"awaiting {', '.join(body['awaiting'])}"
+    typer.echo(f"job set {body['job_set']}: epoch {body['epoch']} ({body['change'] or 'none yet'}), {state}; "
+               f"{body['tasks']} tasks, strategy {body['strategy']}")
+    for node, spans in body["ranges"].items():
+        owned = ", ".join(f"{a}-{b}" for a, b in spans) or "nothing"
+        typer.echo(f"  {node:<16} {body['nodes'].get(node, ''):<24} {owned}")
 
 
 # -- producing and following ------------------------------------------------------------------
@@ -123,6 +133,7 @@ def policy_apply(file: Annotated[Path, typer.Argument(help="Policy file: a recor
 def state(pool: Annotated[str | None, typer.Option(help="Pool id")] = None,
           group: Annotated[str | None, typer.Option(help="Scheduler group id")] = None,
           namespace: Annotated[str | None, typer.Option(help="Dispatcher namespace")] = None,
+          job_set: JobSetOption = None,
           fold: Annotated[str | None, typer.Option(help="Or any fold of the catalogue by name (with --key)")] = None,
           key: Annotated[str | None, typer.Option(help="The key, with --fold")] = None,
           as_json: Annotated[bool, typer.Option("--json", help="Print the raw JSON")] = False,
@@ -131,13 +142,17 @@ def state(pool: Annotated[str | None, typer.Option(help="Pool id")] = None,
     or a key of any fold."""
     from streams.io import worker_page
 
-    named = one_key(pool=pool, group=group, namespace=namespace, fold=key if fold is not None else None)
+    named = one_key(pool=pool, group=group, namespace=namespace, job_set=job_set,
+                    fold=key if fold is not None else None)
     if named is None or (fold is None) != (key is None):
-        raise TribunalError("name exactly one of --pool, --group, --namespace, or --fold with --key")
+        raise TribunalError("name exactly one of --pool, --group, --namespace, --job-set, or --fold with --key")
     kind, key = named
     body = worker_page(web or settings_from().web, FOLD_OF.get(kind, fold or ""), key)
     if namespace is not None and not as_json:
         _print_namespace(body)
+        return
+    if job_set is not None and not as_json:
+        _print_job_set(body)
         return
     if as_json or pool is None:
         typer.echo(json.dumps(body, indent=2, sort_keys=True))
