@@ -36,6 +36,8 @@ class NodeLost(Record):
     type: Literal["NodeLost"] = "NodeLost"
     job_set: PathName
     node: PathName
+    incarnation: int = Field(0, ge=0, description="the incarnation that was lost: a loss of an earlier one than the "
+                             "live one is stale and changes nothing (0: whichever is live)")
 
 
 class TaskCountSet(Record):
@@ -60,6 +62,8 @@ class NodesSnapshot(Record):
     type: Literal["NodesSnapshot"] = "NodesSnapshot"
     job_set: PathName
     nodes: list[LiveNode]
+    zxid: int = Field(0, ge=0, description="`/live`'s pzxid when read: a snapshot older than a registration the "
+                      "fold knows of is stale and changes nothing (0: not said)")
 
 
 class ShardAck(Record):

@@ -35,7 +35,8 @@ class Leader:
     def __init__(self, node: ShardNode, publisher: Publisher) -> None:
         self.node, self.publisher = node, publisher
         self.zk, self.layout = node.zk, node.layout
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # kazoo's side: one read-and-publish of /live at a time, in order (the loop
+        # never takes it: it is held across ZooKeeper calls)
         self.leading = False
         self.term = 0
         self.view: Live = {}
@@ -46,9 +47,8 @@ class Leader:
         self.pauses = 0
 
     def saw(self, plan: dict[str, Any]) -> None:
-        with self.lock:
-            if self.plan is None or plan["seq"] > self.plan["seq"]:
-                self.plan = plan
+        if self.plan is None or plan["seq"] > self.plan["seq"]:
+            self.plan = plan  # one reference, assigned whole: read from kazoo's threads without a lock
 
     # -- election ------------------------------------------------------------------------------------
     async def stand(self) -> None:
@@ -96,12 +96,14 @@ class Leader:
             and self.node.session_id == self.zk.client_id[0]
 
     async def _lead(self) -> None:
-        with self.lock:
-            self.term += 1
-            self.leading, self.view, term = True, {}, self.term
+        self.term += 1  # the loop alone changes the term (no lock: the kazoo side holds it across ZooKeeper calls)
+        plan = self.plan  # start from what the log says, so that a node gone since is seen as lost
+        self.view = {} if plan is None else {n: (a, plan["incarnations"][n]) for n, a in plan["nodes"].items()}
+        self.leading, term = True, self.term
         log.info("%s leads job set %s (term %d)", self.node.node, self.node.job_set, term)
         try:
-            self.zk.ChildrenWatch(self.layout.live, lambda children: self._on_live(term, children))
+            await asyncio.to_thread(self.zk.ChildrenWatch, self.layout.live,
+                                    lambda children: self._on_live(term))
             await asyncio.to_thread(self._snapshot, term)
             last_snapshot = time.monotonic()
             while self.holding():
@@ -113,20 +115,20 @@ class Leader:
         except Exception as e:  # noqa: BLE001  (the session ended under us: stand again)
             log.warning("%s: leadership ended: %r", self.node.node, e)
         finally:
-            with self.lock:
-                self.leading = False
-                self.term += 1
+            self.leading = False
+            self.term += 1
             log.info("%s no longer leads job set %s", self.node.node, self.node.job_set)
 
     def resign(self) -> None:
-        with self.lock:
-            self.leading = False
-            self.term += 1
+        self.leading = False
+        self.term += 1
 
     # -- the live set (kazoo's threads) --------------------------------------------------------------
-    def _read_live(self, children: list[str]) -> Live:
+    def _read_live(self) -> tuple[Live, int]:
+        """/live now: each child's address and incarnation, and the parent's pzxid (the last change's zxid)."""
         from kazoo.exceptions import NoNodeError
 
+        children, parent = self.zk.get_children(self.layout.live, include_data=True)
         live: Live = {}
         for child in sorted(children):
             try:
@@ -134,45 +136,48 @@ class Leader:
             except NoNodeError:
                 continue
             live[child] = (bytes(data).decode("utf-8", "replace"), int(stat.czxid))
-        return live
+        return live, int(parent.pzxid)
 
-    def _on_live(self, term: int, children: list[str]) -> bool:
+    def _on_live(self, term: int) -> bool:
+        """The watch's call: /live is read afresh under the lock (not the children the watch was given, which a
+        snapshot read since may have overtaken), so what is published only ever moves forward."""
         if term != self.term or not self.leading:
             return False  # an earlier term's watch: stop it
-        self._changed(term, self._read_live(children))
+        with self.lock:
+            if term == self.term:
+                self._changed(self._read_live()[0])
         return True
 
     def _snapshot(self, term: int) -> None:
-        live = self._read_live(self.zk.get_children(self.layout.live))
-        self._changed(term, live)
         with self.lock:
             if term != self.term:
                 return
+            live, zxid = self._read_live()
+            self._changed(live)
             nodes = [{"node": n, "address": a, "incarnation": i} for n, (a, i) in sorted(live.items())]
             self.publisher.submit(self.node.settings.topic(SHARD_EVENTS), self.node.job_set,
-                                  {"type": "NodesSnapshot", "job_set": self.node.job_set, "nodes": nodes})
-            if not self._matches(self.plan):
-                self._pause(False)
+                                  {"type": "NodesSnapshot", "job_set": self.node.job_set, "nodes": nodes, "zxid": zxid})
+            plan = self.plan
+            if not self._matches(plan):
+                self._pause(plan is None or any(n not in live for n in plan["nodes"]))
 
-    def _changed(self, term: int, live: Live) -> None:
-        """Publish what changed against the leader's view, pausing first."""
-        with self.lock:
-            if term != self.term:
-                return
-            lost = sorted(set(self.view) - set(live))
-            joined = sorted(n for n in live if self.view.get(n) != live[n])
-            if not lost and not joined:
-                return
-            self.view = live
-            self._pause(bool(lost))
-            job_set, topic = self.node.job_set, self.node.settings.topic(SHARD_EVENTS)
-            for n in lost:
-                self.publisher.submit(topic, job_set, {"type": "NodeLost", "job_set": job_set, "node": n})
-            for n in joined:
-                address, incarnation = live[n]
-                self.publisher.submit(topic, job_set, {"type": "NodeJoined", "job_set": job_set, "node": n,
-                                                       "address": address, "incarnation": incarnation})
-            log.info("%s: live set changed (+%s -%s): paused", self.node.node, joined, lost)
+    def _changed(self, live: Live) -> None:
+        """Publish what changed against the leader's view, pausing first (under the lock)."""
+        lost = sorted(set(self.view) - set(live))
+        joined = sorted(n for n in live if self.view.get(n) != live[n])
+        if not lost and not joined:
+            return
+        before, self.view = self.view, live
+        self._pause(bool(lost))
+        job_set, topic = self.node.job_set, self.node.settings.topic(SHARD_EVENTS)
+        for n in lost:
+            self.publisher.submit(topic, job_set, {"type": "NodeLost", "job_set": job_set, "node": n,
+                                                   "incarnation": before[n][1]})
+        for n in joined:
+            address, incarnation = live[n]
+            self.publisher.submit(topic, job_set, {"type": "NodeJoined", "job_set": job_set, "node": n,
+                                                   "address": address, "incarnation": incarnation})
+        log.info("%s: live set changed (+%s -%s): paused", self.node.node, joined, lost)
 
     def _pause(self, lost: bool) -> None:
         """Create `/shard` (under the lock, before anything is published)."""
@@ -191,15 +196,15 @@ class Leader:
 
     # -- lifting the pause (the loop) ------------------------------------------------------------------
     async def _maybe_lift(self) -> None:
-        with self.lock:
-            if not self.paused or not self._matches(self.plan):
-                return
-            now = time.monotonic()
-            if self.matched_at is None:
-                self.matched_at = now
-            if self.lost_in_pause and now - self.matched_at < self.node.grace:
-                return
-            plan, term = self.plan, self.term
+        plan, term = self.plan, self.term  # read without the lock (see `lock`); `_lift` checks again under it
+        if not self.paused or not self._matches(plan):
+            self.matched_at = None
+            return
+        now = time.monotonic()
+        if self.matched_at is None:
+            self.matched_at = now
+        if self.lost_in_pause and now - self.matched_at < self.node.grace:
+            return
         assert plan is not None
         await asyncio.to_thread(self._lift, plan, term)
 
@@ -207,7 +212,7 @@ class Leader:
         from kazoo.exceptions import NoNodeError
 
         with self.lock:
-            if term != self.term or not self.paused or self.matched_at is None:
+            if term != self.term or not self.paused or self.matched_at is None or not self._matches(plan):
                 return  # changed meanwhile: paused again
             written = {k: plan[k] for k in ("epoch", "strategy", "tasks", "nodes", "ranges")}
             self.zk.set(self.layout.live, json.dumps(written, sort_keys=True).encode())

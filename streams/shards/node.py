@@ -90,7 +90,9 @@ class ShardNode:
         self.layout = ShardLayout(job_set, root)
         self.gate = Gate(node)
         self.runs: dict[int, tuple[asyncio.Task[None], int]] = {}  # task -> (its run, the epoch it started under)
-        self.stop_reason: dict[int, str] = {}
+        self.ending: dict[asyncio.Task[None], int] = {}  # runs told to stop that have not ended yet -> their task
+        self.stop_reason: dict[asyncio.Task[None], str] = {}
+        self.acked_at = 0.0  # when (monotonic) this node last acknowledged
         self.due: dict[int, float] = {}  # task -> when (wall clock) it next runs
         self.failover: set[int] = set()  # tasks to run at once, taken over from a lost node
         self.failed_over: set[tuple[int, int]] = set()  # (task, epoch) failover runs made: once each
@@ -109,6 +111,13 @@ class ShardNode:
     def holds(self, task: int, epoch: int) -> bool:
         return self.gate.leased(time.monotonic()) and self.gate.connected and task in self.runs \
             and self.runs[task][1] == epoch and plans.owns(self.gate.mine, task)
+
+    @property
+    def lease(self) -> float:
+        """How long an answer from ZooKeeper holds: a share of the session timeout, and never of more than 40 s,
+        ZooKeeper's default `maxSessionTimeout` (a server that grants less than asked is not told to the client;
+        a tighter `maxSessionTimeout` needs a `--session-timeout` within it)."""
+        return self.lease_share * min(self.session_timeout, 40.0)
 
     def _lease_wall(self) -> float:
         return time.time() + (self.gate.lease_until - time.monotonic())
@@ -129,6 +138,7 @@ class ShardNode:
         if state == KazooState.LOST:
             log.warning("%s: ZooKeeper session lost: every run stopped; registering again when connected", self.node)
             self.gate.registered, self.gate.acked, self.gate.mine = False, 0, ()
+            self.released, self.failover = None, set()  # the next incarnation starts afresh
         else:
             log.warning("%s: ZooKeeper connection suspended: every run stopped", self.node)
         self._cancel(list(self.runs), "session " + str(state).lower())  # at once: their ends are logged as they go
@@ -149,7 +159,7 @@ class ShardNode:
             if found is not None:
                 self.incarnation, self.session_id, started = found
                 self.gate.incarnation, self.gate.registered = self.incarnation, True
-                self.gate.lease_until = started + self.lease_share * self.session_timeout
+                self.gate.lease_until = started + self.lease
                 log.info("%s registered in job set %s (incarnation %d)", self.node, self.job_set, self.incarnation)
                 if self.gate.plan is not None:
                     await self._on_plan(self.gate.plan)
@@ -196,18 +206,25 @@ class ShardNode:
                 log.info("%s: lease not renewed: %r", self.node, e)
                 continue
             if stat is not None and stat.ephemeralOwner == self.session_id:
-                self.gate.lease_until = max(self.gate.lease_until, started + self.lease_share * self.session_timeout)
+                self.gate.lease_until = max(self.gate.lease_until, started + self.lease)
+                self._ack_again()
             elif self.gate.registered:
                 log.warning("%s: its live node is gone while connected: stopping and registering again", self.node)
                 self.gate.registered, self.gate.acked, self.gate.mine = False, 0, ()
                 await self._stop(list(self.runs), "deregistered")
                 self._register_soon()
 
-    def _watch_pause(self) -> None:
+    def _watch_pause(self) -> None:  # on a thread: the recipe reads ZooKeeper when made
         def paused(data: bytes | None, stat: Any) -> None:  # kazoo's thread
             self.loop.call_soon_threadsafe(setattr, self.gate, "paused", stat is not None)
 
         self.zk.DataWatch(self.layout.shard, paused)
+
+    def _paused_now(self) -> bool:
+        """Whether `/shard` exists, asked after a sync: the pause and the plans travel separately (ZooKeeper,
+        Kafka), so before taking a released epoch a node asks ZooKeeper itself rather than await the watch."""
+        self.zk.sync(self.layout.shard)
+        return self.zk.exists(self.layout.shard) is not None
 
     # -- plans ---------------------------------------------------------------------------------------
     async def _follow(self, consumer: Any) -> None:
@@ -230,16 +247,34 @@ class ShardNode:
         if not self.gate.see(plan):
             return
         await self._stop([t for t in self.runs if not plans.owns(self.gate.mine, t)], "revoked")
+        if self.ending:  # runs stopped earlier (a suspended session) that are still winding down
+            await asyncio.gather(*self.ending, return_exceptions=True)
         if not self.gate.ours(plan):
             return  # made for an earlier incarnation, or none: it owns nothing in it
         epoch = plan["epoch"]
         if self.node in plan["awaiting"] and self.gate.acked <= epoch:
             self.gate.acked = epoch
-            assert self.publisher is not None
-            self.publisher.submit(self.settings.topic(SHARD_ACKS), self.job_set,
-                                  {"type": "ShardAck", "job_set": self.job_set, "node": self.node, "epoch": epoch})
+            self._ack(epoch)
         if plan["released"] and self.gate.acked == epoch and (self.released or {}).get("epoch") != epoch:
+            try:
+                self.gate.paused = await asyncio.to_thread(self._paused_now)
+            except Exception as e:  # noqa: BLE001  (the watch will say; until then, paused)
+                log.info("%s: could not ask whether /shard exists: %r", self.node, e)
+                self.gate.paused = True
             self._take(plan)
+
+    def _ack(self, epoch: int) -> None:
+        assert self.publisher is not None
+        self.acked_at = time.monotonic()
+        self.publisher.submit(self.settings.topic(SHARD_ACKS), self.job_set,
+                              {"type": "ShardAck", "job_set": self.job_set, "node": self.node, "epoch": epoch})
+
+    def _ack_again(self) -> None:
+        """An acknowledgement is re-sent while its plan still awaits it (one lost on its way would stall the epoch)."""
+        plan = self.gate.plan
+        if plan is not None and self.node in plan["awaiting"] and self.gate.acked == plan["epoch"] \
+                and self.gate.ours(plan) and not self.ending and time.monotonic() - self.acked_at > 2.0:
+            self._ack(plan["epoch"])
 
     def _take(self, plan: dict[str, Any]) -> None:
         """A released plan this node acknowledged: what it gained from lost nodes runs at once."""
@@ -272,17 +307,17 @@ class ShardNode:
             epoch = plan["epoch"]
             if self.gate.refusal_any(epoch, mono) is not None:
                 continue
+            winding = set(self.ending.values())
             for first, last in self.gate.mine:
                 for task in range(first, last + 1):
-                    if task in self.runs:
+                    if task in self.runs or task in winding:
                         continue
                     failover = task in self.failover and (task, epoch) not in self.failed_over
                     due = self.due.get(task)
                     if due is None:
                         due = self.due[task] = self.slot(task, now)
-                    if failover or due <= now:
-                        self.execute(task, epoch, failover)
-            self.failover.clear()
+                    if (failover or due <= now) and self.execute(task, epoch, failover):
+                        self.failover.discard(task)
 
     def execute(self, task: int, epoch: int, failover: bool = False) -> bool:
         """Start a run of `task` under `epoch`, unless the gate refuses it (a stale epoch among the reasons)."""
@@ -292,7 +327,7 @@ class ShardNode:
                                 "at": time.time(), "why": refusal})
             return False
         if failover:
-            self.failed_over.add((task, epoch))
+            self.failed_over = {(t, e) for t, e in self.failed_over if e == epoch} | {(task, epoch)}
         self.due[task] = self.slot(task, time.time() + self.period / 2)
         self.runs[task] = (asyncio.ensure_future(self._execute(task, epoch, failover)), epoch)
         return True
@@ -305,7 +340,7 @@ class ShardNode:
         try:
             await self.run(Execution(task, epoch, failover, self))
         except asyncio.CancelledError:
-            outcome = self.stop_reason.pop(task, "stopped")
+            outcome = self.stop_reason.pop(asyncio.current_task(), "stopped")  # type: ignore[arg-type]
         except Exception as e:  # noqa: BLE001  (a task's failure is the task's, not the node's)
             log.warning("%s: task %d failed: %r", self.node, task, e)
             outcome = "failed"
@@ -317,13 +352,15 @@ class ShardNode:
         current = self.runs.get(task)
         if current is not None and current[0] is asyncio.current_task():
             del self.runs[task]
+        self.ending.pop(asyncio.current_task(), None)  # type: ignore[arg-type]
 
     def _cancel(self, tasks: list[int], why: str) -> list[asyncio.Task[None]]:
         handles = []
         for task in tasks:
             entry = self.runs.pop(task, None)
             if entry is not None:
-                self.stop_reason[task] = why
+                self.stop_reason[entry[0]] = why
+                self.ending[entry[0]] = task
                 entry[0].cancel()
                 handles.append(entry[0])
         return handles
@@ -350,22 +387,26 @@ class ShardNode:
                     self.zk = zk
                     self.gate.connected = True
                     await self._register()
-                    self._watch_pause()
+                    await asyncio.to_thread(self._watch_pause)
                     self.leader = Leader(self, publisher)
                     workers = [asyncio.ensure_future(c) for c in (self._follow(consumer), self._renew(),
                                                                    self._schedule(), self.leader.stand())]
-                    done = asyncio.ensure_future(stop.wait())
-                    await asyncio.wait([done, *workers], return_when=asyncio.FIRST_COMPLETED)
-                    self.stopping.set()
-                    for worker in workers:
-                        worker.cancel()
+                    try:
+                        done = asyncio.ensure_future(stop.wait())
+                        await asyncio.wait([done, *workers], return_when=asyncio.FIRST_COMPLETED)
+                    finally:  # every run ends before the session (and the live node with it) does
+                        self.stopping.set()
+                        for worker in workers:
+                            worker.cancel()
+                        await self._stop(list(self.runs), "node stopping")
+                        if self.ending:
+                            await asyncio.gather(*self.ending, return_exceptions=True)
+                        self.leader.resign()
                     for worker in workers:
                         with contextlib.suppress(asyncio.CancelledError):
-                            exc = None if worker.cancelled() else worker.exception() if worker.done() else None
+                            exc = worker.exception() if worker.done() else None
                             if exc is not None:
                                 raise exc
-                    await self._stop(list(self.runs), "node stopping")
-                    self.leader.resign()
         finally:
             await consumer.stop()
             self.run_log.close()

@@ -102,8 +102,9 @@ def _changed(state: ShardState, event: Any, record: SourceRecord) -> tuple[Shard
     if isinstance(event, records.NodeJoined):
         _join(nodes, incs, event)
     elif isinstance(event, records.NodeLost):
-        nodes.pop(event.node, None)
-        incs.pop(event.node, None)
+        if not event.incarnation or event.incarnation == incs.get(event.node, 0) or not incs.get(event.node):
+            nodes.pop(event.node, None)
+            incs.pop(event.node, None)  # else a stale loss: of an incarnation that is not the live one
     elif isinstance(event, records.TaskCountSet):
         tasks, strategy = event.tasks, event.strategy or strategy
     else:  # NodesSnapshot
@@ -111,6 +112,8 @@ def _changed(state: ShardState, event: Any, record: SourceRecord) -> tuple[Shard
         twice = sorted({n for n in listed if listed.count(n) > 1})
         if twice:
             raise Rejected("duplicate_node", f"the snapshot lists {twice} more than once")
+        if event.zxid and event.zxid < max(state.incarnations.values(), default=0):
+            return state, []  # read before a registration the log has already: stale
         nodes = {n.node: n.address for n in event.nodes}
         incs = {n.node: n.incarnation or state.incarnations.get(n.node, 0) for n in event.nodes}
     if (nodes, incs, tasks, strategy) == (dict(state.nodes), dict(state.incarnations), state.tasks, state.strategy):
@@ -135,6 +138,8 @@ def _join(nodes: dict[str, str], incs: dict[str, int], event: records.NodeJoined
     """A node registered: new, or again in a new session (a new incarnation, to be planned anew), or a
     contradiction: a second process claiming a live node's id from another address."""
     known, inc = nodes.get(event.node), incs.get(event.node, 0)
+    if event.incarnation and inc and event.incarnation < inc:
+        return  # an earlier registration's, published late: the later one stands
     again = event.incarnation and inc and event.incarnation != inc
     if known is not None and known != event.address and not again:
         raise Rejected("duplicate_node", f"node {event.node!r} is live at {known!r} already; a second "

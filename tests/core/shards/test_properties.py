@@ -42,6 +42,8 @@ def test_plans_cover_every_task_once_with_rising_epochs_as_a_pure_function(event
     epoch = 0
     for plan in log.plans:
         assert plan["epoch"] in (epoch, epoch + 1)  # a new epoch, or the same one acknowledged further
+        if plan["epoch"] == epoch + 1:
+            assert plan["awaiting"] == sorted(plan["nodes"])  # a new epoch awaits every live node
         epoch = plan["epoch"]
         owned = tasks_of(plan["ranges"])
         assert owned == (list(range(1, plan["tasks"] + 1)) if plan["nodes"] else [])  # each task exactly once
@@ -59,6 +61,7 @@ def test_ring_moves_only_to_a_joiner_and_about_a_share_of_the_tasks(nodes: set[s
     live = {n: "h" for n in nodes}
     before, after = plans.ring(live, tasks), plans.ring({**live, new: "h"}, tasks)
     assert {owner for _, _, _, owner in plans.changes(before, after)} <= {new}
-    assert plans.moved(before, after) <= 2 * tasks / (len(nodes) + 1) + 1
+    # about T/(L+1): within twice it, plus the hash's noise on a few tasks (3 tasks may all go to the joiner)
+    assert plans.moved(before, after) <= 2 * tasks / (len(nodes) + 1) + 2 * tasks ** 0.5
     lost = plans.ring({**live, new: "h"}, tasks), plans.ring(live, tasks)  # and back: only its tasks move
     assert {old for _, _, old, _ in plans.changes(*lost)} <= {new}
