@@ -78,6 +78,7 @@ def discard_local_tables(app: faust.App) -> None:
 def create_app(settings: Settings) -> faust.App:
     faust_private.check()
     faust_private.ask_the_broker_for_highwaters()
+    faust_private.recover_past_aborted_transactions_soon()
     faust_private.commit_transactions_at_once()
     faust_private.retry_transactions_soon()
     faust_private.deliver_without_tasks()

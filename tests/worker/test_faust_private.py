@@ -149,3 +149,23 @@ def test_the_commit_log_table_is_drawn_only_when_the_line_is_written(monkeypatch
     table = faust.transport.consumer.terminal.logtable(rows, **options)
     assert drawn == []
     assert f"{table}" == real(rows, **options) and len(drawn) == 1
+
+
+def test_recovery_waits_shortly_for_its_next_changelog_record_and_no_other_wait_changes() -> None:
+    import faust.tables.recovery
+
+    faust_private.recover_past_aborted_transactions_soon()
+    shim = faust.tables.recovery.asyncio
+
+    async def waits() -> tuple[bool, int]:
+        late: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        asyncio.get_running_loop().call_later(1.0, late.set_result, 7)
+        try:
+            await shim.wait_for(asyncio.shield(late), timeout=faust_private.RECOVERY_WAIT)  # shortened: times out
+            shortened = False
+        except TimeoutError:
+            shortened = True
+        return shortened, await shim.wait_for(late, timeout=3.0)  # any other wait is as asked
+
+    assert asyncio.run(waits()) == (True, 7)
+    assert shim.sleep is asyncio.sleep and shim.TimeoutError is asyncio.TimeoutError

@@ -1,0 +1,86 @@
+"""How long a SIGKILLed worker takes to decide again after its restart, at 1,000 records/s (issue 14).
+
+A fresh local stack and `tribunal worker` (exactly-once); metric envelopes at --rate for the whole
+run; every --every seconds the worker is SIGKILLed and started again at once. Per restart: from
+the new process's start to the first decision it makes visible to a read_committed consumer
+(a decision whose cause is an input produced after the kill, so one the killed process cannot
+have made), and the phases of the new worker's log (Faust's start, partitions assigned, tables
+recovered: `RESTART_LOG=/tmp/r` keeps each restart's log as /tmp/r.N).
+Run: `.venv/bin/python bench/restart.py`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from e2e import POLICY, POOLS, collecting, metrics, produce, start_worker, worker_env  # type: ignore[import-not-found]
+from machine import describe, local_stack  # type: ignore[import-not-found]
+
+
+async def run(cluster: Any, rate: float, restarts: int, every: float) -> list[float]:
+    bootstrap = cluster.topology.bootstrap
+    env, _ = worker_env(bootstrap, "restart", Path(cluster.topology.home))
+    env = {**env, "TRIBUNAL_LOG_LEVEL": os.environ["TRIBUNAL_LOG_LEVEL"]}
+    prefix = "restart."
+    worker = start_worker(env)
+    seen: list[tuple[float, bytes]] = []
+    try:
+        await produce(bootstrap, prefix + "policies",
+                      [(f"pool-{i:02d}".encode(), json.dumps(POLICY).encode()) for i in range(POOLS)])
+        total = int(rate * (every * (restarts + 1) + 40))
+        task = await collecting(bootstrap, prefix + "scaling-decisions", total + POOLS, 900, seen)
+        producing = asyncio.ensure_future(produce(bootstrap, prefix + "plugin_decider", metrics(total, 7), rate))
+        gaps = []
+        for i in range(restarts):
+            await asyncio.sleep(every)
+            worker.send_signal(signal.SIGKILL)
+            worker.wait()
+            killed = time.time() * 1000
+            started = time.monotonic()
+            worker = start_worker(env)
+            first = None
+            while first is None and time.monotonic() - started < 180:
+                await asyncio.sleep(0.05)
+                for at, value in seen[-2000:]:
+                    if json.loads(value)["cause"]["timestamp"] > killed:
+                        first = at
+                        break
+            wall_start = time.time() - (time.monotonic() - started)
+            gap = (first - wall_start) if first is not None else float("inf")
+            gaps.append(gap)
+            if os.environ.get("RESTART_LOG"):  # the new process's log so far, for where its time went
+                log = Path(env["TRIBUNAL_DATA_DIR"] + ".log").read_bytes()
+                Path(f"{os.environ['RESTART_LOG']}.{i + 1}").write_bytes(log)
+            print(f"  restart {i + 1}: deciding again {gap:6.2f} s after the new process started", flush=True)
+        producing.cancel()
+        task.cancel()
+        return gaps
+    finally:
+        worker.terminate()
+        worker.wait(60)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rate", type=float, default=1000.0)
+    parser.add_argument("--restarts", type=int, default=5)
+    parser.add_argument("--every", type=float, default=15.0)
+    args = parser.parse_args()
+    os.environ.setdefault("TRIBUNAL_LOG_LEVEL", "info")
+    print(describe())
+    with local_stack("restart") as cluster:
+        gaps = asyncio.run(run(cluster, args.rate, args.restarts, args.every))
+    print(f"restart to deciding again at {args.rate:g} records/s: median {statistics.median(gaps):.2f} s, "
+          f"max {max(gaps):.2f} s (n={len(gaps)})")
+
+
+if __name__ == "__main__":
+    main()
