@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import signal
 import statistics
@@ -28,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from e2e import TRIBUNAL, start_worker, worker_env  # type: ignore[import-not-found]
+from e2e import TRIBUNAL, _p99, start_worker, worker_env  # type: ignore[import-not-found]
 from machine import describe, local_stack  # type: ignore[import-not-found]
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -158,12 +157,6 @@ def moved() -> None:
         print(f"  {count:>5} {row[0]:>8,} {row[1]:>8,} {tasks // (count + 1):>8,}")
 
 
-def p99(ms: list[float]) -> float:
-    """The 99th percentile, nearest rank (of 10 samples: the largest)."""
-    ordered = sorted(ms)
-    return ordered[min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--changes", type=int, default=20)
@@ -182,7 +175,7 @@ def main() -> None:
                         ("loss", "loss: /live entry expired -> pause lifted (grace included)"),
                         ("loss_from_kill", "loss: SIGKILL -> pause lifted, less the session timeout")):
         ms = [s * 1000 for s in out[kind]]
-        print(f"  {label:<58} p50 {statistics.median(ms):7.0f} ms  p99 {p99(ms):7.0f} ms  (n={len(ms)})")
+        print(f"  {label:<58} p50 {statistics.median(ms):7.0f} ms  p99 {_p99(ms):7.0f} ms  (n={len(ms)})")
 
 
 if __name__ == "__main__":

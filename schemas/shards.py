@@ -17,6 +17,9 @@ from schemas.common import Cause, Record
 PathName = Annotated[str, Field(min_length=1, max_length=200, pattern=r"^[^/\s]+$")]
 Strategy = Literal["scope", "ring"]
 MAX_TASKS = 100_000_000
+Address = Annotated[str, Field(max_length=300)]
+Incarnation = Annotated[int, Field(ge=0, description="the czxid of the node's /live entry: a node that lost its "
+                                   "session and registered again is a new incarnation (0: not said)")]
 
 
 class NodeJoined(Record):
@@ -25,9 +28,8 @@ class NodeJoined(Record):
     type: Literal["NodeJoined"] = "NodeJoined"
     job_set: PathName
     node: PathName
-    address: str = Field(max_length=300)
-    incarnation: int = Field(0, ge=0, description="the czxid of the node's /live entry: a node that lost its "
-                             "session and registered again is a new incarnation (0: not said)")
+    address: Address
+    incarnation: Incarnation = 0
 
 
 class NodeLost(Record):
@@ -51,9 +53,8 @@ class TaskCountSet(Record):
 
 class LiveNode(Record):
     node: PathName
-    address: str = Field(max_length=300)
-    incarnation: int = Field(0, ge=0, description="the czxid of the node's /live entry: a node that lost its "
-                             "session and registered again is a new incarnation (0: not said)")
+    address: Address
+    incarnation: Incarnation = 0
 
 
 class NodesSnapshot(Record):

@@ -12,7 +12,7 @@ import html
 import io
 import json
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -220,24 +220,6 @@ def job_set_figures(found: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return figures
 
 
-def _table_job_set(found: list[dict[str, Any]]) -> Iterable[str]:
-    yield ("<table><tr><th>#</th><th>time (UTC)</th><th>input</th><th>epoch</th><th>change</th><th>moved</th>"
-           "<th>state</th></tr>")
-    for i, f in enumerate(found):
-        when = _stamp(f["input"]["timestamp"])
-        what = f.get("rejected", {}).get("reason_code") or _command(f["input"]["value"])
-        p = f.get("plan")
-        if p is None:
-            row = f"<td>{f['after']['epoch']}</td><td>(nothing changed)</td><td></td><td></td>"
-        else:
-            state = "released" if p["released"] else "awaiting " + ", ".join(p["awaiting"])
-            row = (f"<td>{p['epoch']}</td><td>{html.escape(p['change'] if p['new_epoch'] else 'ack')}</td>"
-                   f"<td>{p['moved'] if p['new_epoch'] else ''}</td><td>{html.escape(state)}</td>")
-        yield (f"<tr><td><a href='#explain-{i}'>{i + 1}</a></td><td>{when}</td><td>{html.escape(what)}</td>"
-               f"{row}</tr>")
-    yield "</table>"
-
-
 def _table_pool(found: list[dict[str, Any]]) -> Iterable[str]:
     yield ("<table><tr><th>seq</th><th>time (UTC)</th><th>input</th><th>outcome</th><th>asked / granted</th>"
            "<th>instances after</th><th>reason</th></tr>")
@@ -260,29 +242,57 @@ def _table_pool(found: list[dict[str, Any]]) -> Iterable[str]:
     yield "</table>"
 
 
-def _table_group(found: list[dict[str, Any]]) -> Iterable[str]:
-    yield "<table><tr><th>#</th><th>time (UTC)</th><th>event</th><th>K</th><th>S</th><th>sum N</th><th>note</th></tr>"
+def _numbered(found: list[dict[str, Any]], columns: str, cells: Callable[[dict[str, Any]], str]) -> Iterable[str]:
+    """A table of one row per input: its number (linked to its explanation), its time, then `cells` (after the
+    header's `columns`)."""
+    yield f"<table><tr><th>#</th><th>time (UTC)</th>{columns}</tr>"
     for i, f in enumerate(found):
-        g = f.get("group") or {"event": f.get("rejected", {}).get("reason_code", "-"), "K": "", "S": "",
-                               "sum_N": "", "note": f.get("rejected", {}).get("reason", "")}
-        when = _stamp(f["input"]["timestamp"])
-        yield (f"<tr><td><a href='#explain-{i}'>{i + 1}</a></td><td>{when}</td><td>{html.escape(g['event'])}</td>"
-               f"<td>{g['K']}</td><td>{g['S']}</td><td>{g['sum_N']}</td><td>{html.escape(g['note'])}</td></tr>")
+        yield (f"<tr><td><a href='#explain-{i}'>{i + 1}</a></td><td>{_stamp(f['input']['timestamp'])}</td>"
+               f"{cells(f)}</tr>")
     yield "</table>"
+
+
+def _input(f: dict[str, Any]) -> str:
+    """The input column: a dead letter's reason code, else the record's type."""
+    return f"<td>{html.escape(f.get('rejected', {}).get('reason_code') or _command(f['input']['value']))}</td>"
+
+
+def _group_cells(f: dict[str, Any]) -> str:
+    g = f.get("group") or {"event": f.get("rejected", {}).get("reason_code", "-"), "K": "", "S": "",
+                           "sum_N": "", "note": f.get("rejected", {}).get("reason", "")}
+    return (f"<td>{html.escape(g['event'])}</td><td>{g['K']}</td><td>{g['S']}</td><td>{g['sum_N']}</td>"
+            f"<td>{html.escape(g['note'])}</td>")
+
+
+def _namespace_cells(f: dict[str, Any]) -> str:
+    made = Counter(o["type"] for o in f["outputs"] if o["type"] not in ("DispatcherHealth", "DeadLetter"))
+    after = f["after"]
+    outputs = html.escape(", ".join(f"{k} {v}" for k, v in sorted(made.items())))
+    return (f"{_input(f)}<td>{after['now']}</td><td>{after['running']} / {after['max']}</td>"
+            f"<td>{after['pending']}</td><td>{outputs}</td>")
+
+
+def _job_set_cells(f: dict[str, Any]) -> str:
+    p = f.get("plan")
+    if p is None:
+        return f"{_input(f)}<td>{f['after']['epoch']}</td><td>(nothing changed)</td><td></td><td></td>"
+    state = "released" if p["released"] else "awaiting " + ", ".join(p["awaiting"])
+    return (f"{_input(f)}<td>{p['epoch']}</td><td>{html.escape(p['change'] if p['new_epoch'] else 'ack')}</td>"
+            f"<td>{p['moved'] if p['new_epoch'] else ''}</td><td>{html.escape(state)}</td>")
+
+
+def _table_group(found: list[dict[str, Any]]) -> Iterable[str]:
+    return _numbered(found, "<th>event</th><th>K</th><th>S</th><th>sum N</th><th>note</th>", _group_cells)
 
 
 def _table_namespace(found: list[dict[str, Any]]) -> Iterable[str]:
-    yield ("<table><tr><th>#</th><th>time (UTC)</th><th>input</th><th>now</th><th>running / cap</th><th>held</th>"
-           "<th>outputs</th></tr>")
-    for i, f in enumerate(found):
-        when = _stamp(f["input"]["timestamp"])
-        what = f.get("rejected", {}).get("reason_code") or _command(f["input"]["value"])
-        made = Counter(o["type"] for o in f["outputs"] if o["type"] not in ("DispatcherHealth", "DeadLetter"))
-        after = f["after"]
-        yield (f"<tr><td><a href='#explain-{i}'>{i + 1}</a></td><td>{when}</td><td>{html.escape(what)}</td>"
-               f"<td>{after['now']}</td><td>{after['running']} / {after['max']}</td><td>{after['pending']}</td>"
-               f"<td>{html.escape(', '.join(f'{k} {v}' for k, v in sorted(made.items())))}</td></tr>")
-    yield "</table>"
+    return _numbered(found, "<th>input</th><th>now</th><th>running / cap</th><th>held</th><th>outputs</th>",
+                     _namespace_cells)
+
+
+def _table_job_set(found: list[dict[str, Any]]) -> Iterable[str]:
+    return _numbered(found, "<th>input</th><th>epoch</th><th>change</th><th>moved</th><th>state</th>",
+                     _job_set_cells)
 
 
 def _command(text: str) -> str:

@@ -10,7 +10,7 @@ its rate).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Protocol, Self, TypeVar
 
@@ -57,3 +57,17 @@ def reject(state: S, record: SourceRecord, rejection: Rejected, key: str,
         state = admit(state, record) or state
     numbered, seq = state.next_seq(f"{DLQ}:{record.topic}")
     return numbered, [Emit(DLQ, key, dead_letter(record, key, seq, rejection, numbered.applied))]
+
+
+def fold_or_reject(state: S, record: SourceRecord, key: str,
+                   step: Callable[[S], tuple[S, list[Emit]]]) -> tuple[S, list[Emit]]:
+    """`step` on the state with `record` admitted, or `record`'s dead letter if `step` rejects it; nothing for
+    a redelivery. (The pool fold, the hot path, and the dispatcher's, which clears its touched buckets first,
+    keep this inline.)"""
+    admitted = admit(state, record)
+    if admitted is None:
+        return state, []
+    try:
+        return step(admitted)
+    except Rejected as rejection:
+        return reject(admitted, record, rejection, key, admitted=True)

@@ -63,11 +63,6 @@ class Gate:
             return f"task {task} is not this node's in epoch {epoch}"
         return None
 
-    def schedulable(self, now: float) -> bool:
-        """Whether anything may start at all (the per-task checks aside)."""
-        plan = self.plan
-        return plan is not None and self.refusal_any(plan["epoch"], now) is None
-
     def refusal_any(self, epoch: int, now: float) -> str | None:
         first = self.mine[0][0] if self.mine else 0
         return self.refusal(first, epoch, now) if self.mine else "owns nothing"

@@ -44,7 +44,6 @@ class Leader:
         self.paused = False  # this leader holds `/shard`
         self.lost_in_pause = False
         self.matched_at: float | None = None  # when the released plan first matched the live set (monotonic)
-        self.pauses = 0
 
     def saw(self, plan: dict[str, Any]) -> None:
         if self.plan is None or plan["seq"] > self.plan["seq"]:
@@ -185,8 +184,6 @@ class Leader:
 
         with contextlib.suppress(NodeExistsError):
             self.zk.create(self.layout.shard, b"", ephemeral=True)
-        if not self.paused:
-            self.pauses += 1
         self.paused, self.matched_at = True, None
         self.lost_in_pause = self.lost_in_pause or lost
 

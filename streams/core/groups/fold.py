@@ -17,7 +17,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from schemas import limits as records
 from schemas.limits import MembershipSnapshot
-from streams.core.admission import admit, reject
+from streams.core.admission import fold_or_reject
 from streams.core.deadletter import Rejected
 from streams.core.groups.emission import group_records, limits
 from streams.core.groups.events import Change, Step, one
@@ -50,15 +50,13 @@ def key_of(record: SourceRecord, topic: str = "") -> str:
 
 def apply(state: GroupState, record: SourceRecord, topic: str) -> tuple[GroupState, list[Emit]]:
     """Fold one record of logical input `topic` (one of `INPUTS`) into its group's state."""
-    admitted = admit(state, record)
-    if admitted is None:
-        return state, []
     group = key_of(record, topic)
-    try:
+
+    def step(admitted: GroupState) -> tuple[GroupState, list[Emit]]:
         event, skipped = _parse(record, topic, group)
-    except Rejected as rejection:
-        return reject(admitted, record, rejection, group, admitted=True)
-    return fold_event(admitted, event, record, skipped)
+        return fold_event(admitted, event, record, skipped)
+
+    return fold_or_reject(state, record, group, step)
 
 
 def _parse(record: SourceRecord, topic: str, group: str) -> tuple[GroupEvent, list[str]]:

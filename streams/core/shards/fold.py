@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 from pydantic import TypeAdapter, ValidationError
 
 from schemas import shards as records
-from streams.core.admission import NO_COUNTS, admit, reject
+from streams.core.admission import NO_COUNTS, fold_or_reject
 from streams.core.deadletter import Rejected
 from streams.core.intake import error_text, readable
 from streams.core.outputs import Emit
@@ -66,17 +66,15 @@ def key_of(record: SourceRecord, topic: str = "") -> str:
 
 def apply(state: ShardState, record: SourceRecord, topic: str) -> tuple[ShardState, list[Emit]]:
     """Fold one record of logical input `topic` (one of `INPUTS`) into its job set's state."""
-    admitted = admit(state, record)
-    if admitted is None:
-        return state, []
     job_set = key_of(record, topic)
-    try:
+
+    def step(admitted: ShardState) -> tuple[ShardState, list[Emit]]:
         event = _parse(record, topic, job_set)
         if isinstance(event, records.ShardAck):
             return _acknowledged(admitted, event, record)
         return _changed(admitted, event, record)
-    except Rejected as rejection:
-        return reject(admitted, record, rejection, job_set, admitted=True)
+
+    return fold_or_reject(state, record, job_set, step)
 
 
 def _parse(record: SourceRecord, topic: str, job_set: str) -> Any:

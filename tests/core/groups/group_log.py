@@ -7,28 +7,17 @@ from typing import Any
 
 from streams.core import groups
 from streams.core.outputs import Emit
-from streams.core.source import SourceRecord
+from tests.core.fold_log import FoldLog
 
 TOPIC_OF = {t: groups.SCHEDULER_EVENTS for t in ("SchedulerRegistered", "SchedulerLost", "SchedulerOfflineRequested",
                                                  "SchedulerOnlineRequested", "MembershipSnapshot")}
 TOPIC_OF |= {t: groups.JOB_EVENTS for t in ("JobCreated", "JobDeleted", "JobAcquired", "JobReleased")}
 
 
-class GroupLog:
+class GroupLog(FoldLog[groups.GroupState]):
     def __init__(self, group: str = "g") -> None:
+        super().__init__(group, groups.GroupState(), groups.apply)
         self.group = group
-        self.state = groups.GroupState()
-        self.offsets: dict[str, int] = {}
-        self.emitted: list[Emit] = []
-
-    def raw(self, topic: str, value: bytes, key: bytes | None = None) -> list[Emit]:
-        offset = self.offsets.get(topic, 0)
-        self.offsets[topic] = offset + 1
-        record = SourceRecord(topic, 0, offset, 1_732_200_000_000 + offset,
-                              self.group.encode() if key is None else key, value)
-        self.state, outputs = groups.apply(self.state, record, topic)
-        self.emitted.extend(outputs)
-        return outputs
 
     def send(self, type_: str, **fields: Any) -> list[Emit]:
         value = {"type": type_, "group": self.group, **fields}

@@ -7,24 +7,13 @@ from typing import Any
 
 from streams.core import shards
 from streams.core.outputs import Emit
-from streams.core.source import SourceRecord
+from tests.core.fold_log import FoldLog
 
 
-class ShardLog:
+class ShardLog(FoldLog[shards.ShardState]):
     def __init__(self, job_set: str = "js") -> None:
+        super().__init__(job_set, shards.ShardState(), shards.apply)
         self.job_set = job_set
-        self.state = shards.ShardState()
-        self.offsets: dict[str, int] = {}
-        self.emitted: list[Emit] = []
-
-    def raw(self, topic: str, value: bytes, key: bytes | None = None, at: int | None = None) -> list[Emit]:
-        offset = self.offsets.get(topic, 0)
-        self.offsets[topic] = offset + 1
-        record = SourceRecord(topic, 0, offset, at if at is not None else 1_732_200_000_000 + 10 * offset,
-                              self.job_set.encode() if key is None else key, value)
-        self.state, outputs = shards.apply(self.state, record, topic)
-        self.emitted.extend(outputs)
-        return outputs
 
     def send(self, type_: str, at: int | None = None, **fields: Any) -> list[Emit]:
         topic = shards.SHARD_ACKS if type_ == "ShardAck" else shards.SHARD_EVENTS
@@ -41,9 +30,8 @@ class ShardLog:
 
     @property
     def plans(self) -> list[dict[str, Any]]:
-        return [dict(e.record) for e in self.emitted if e.stream == shards.SHARD_PLANS]
+        return self.records(shards.SHARD_PLANS)
 
     @property
     def dead(self) -> list[dict[str, Any]]:
-        return [dict(e.record) if isinstance(e.record, dict) else e.record.model_dump() for e in self.emitted
-                if e.stream == "dlq"]
+        return self.records("dlq")
