@@ -2,10 +2,37 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
-class Record(BaseModel):
+def fits_int64(value: object) -> bool:
+    """Whether every integer in `value` (nested in lists and mappings) fits a signed 64-bit integer."""
+    if isinstance(value, int):
+        return INT64_MIN <= value <= INT64_MAX
+    if isinstance(value, dict):
+        return all(fits_int64(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return all(fits_int64(v) for v in value)
+    return True  # a nested model checked its own fields
+
+
+class Bounded(BaseModel):
+    """A model whose integers are 64-bit: what Java consumers and the JSON encoder read. Python reads
+    `1e40` written as digits into an int happily; as input it is bad, not a decision nobody can parse."""
+
+    @model_validator(mode="after")
+    def _integers_fit_64_bits(self) -> Self:
+        for name, value in self.__dict__.items():
+            if not fits_int64(value):
+                raise ValueError(f"{name}: an integer outside the signed 64-bit range")
+        return self
+
+
+class Record(Bounded):
     """Base of tribunal's own records: immutable, and unknown fields are an error, not noise."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")

@@ -10,12 +10,14 @@ import itertools
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AliasChoices, ConfigDict, Field, field_validator, model_validator
+
+from schemas.common import Bounded
 
 METRICAL_MAX = 100
 
 
-class _Seed(BaseModel):
+class _Seed(Bounded):
     """The seed's capitalised documents: unknown keys are rejected so typos do not pass silently."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
@@ -85,7 +87,7 @@ class AppPolicy(_Seed):
         return self
 
 
-class DeciderPolicy(BaseModel):
+class DeciderPolicy(Bounded):
     """`{"kind": "decider", "version": "v3", "capacity": 10, "initial": {...}, "apps": [...]}`."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -153,7 +155,7 @@ class JusticeSpec(_Seed):
     Spec: list[JusticeRule] = Field(min_length=1, validation_alias=AliasChoices("Spec", "Sepc"))
 
 
-class JusticePolicy(BaseModel):
+class JusticePolicy(Bounded):
     """`{"kind": "justice", "version": "v1", "capacity": 20, "policy": {...}}`."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")

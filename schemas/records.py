@@ -12,8 +12,9 @@ from schemas.common import Cause, Record
 class DeadLetter(Record):
     """An input record that failed validation, kept whole on `<topic>.dlq` with the reason.
 
-    The original bytes are carried as base64 (always) and as text (when they are UTF-8), so an
-    operator can read them and a tool can re-publish them unchanged.
+    The original bytes are carried as base64 and as text (when they are UTF-8), so an operator can
+    read them and a tool can re-publish them unchanged; a record too large for that is read at its
+    cause instead (`kept` false).
     """
 
     type: Literal["DeadLetter"] = "DeadLetter"
@@ -25,3 +26,7 @@ class DeadLetter(Record):
     original_key_b64: str | None
     original_value_b64: str | None
     original_value: str | None = Field(description="The original value decoded as UTF-8, if it is")
+    original_bytes: int | None = Field(None, ge=0, description="The original value's size in bytes")
+    kept: bool = Field(True, description=(
+        "False when the original was too large to carry (a dead letter must fit in one Kafka record): "
+        "then the value's size is here (and the key, if it is small), and the record itself is at its cause"))

@@ -1,7 +1,8 @@
 """Redriving dead letters: their original key and bytes produced again, once their cause is fixed.
 
-A dead letter keeps the record it rejected whole (`original_key_b64`, `original_value_b64`) and
-where it came from (`cause.topic`). `tribunal dlq redrive` produces those bytes again to that
+A dead letter keeps the record it rejected whole (`original_key_b64`, `original_value_b64`; a
+record too large to carry is not kept, and is skipped here) and where it came from
+(`cause.topic`). `tribunal dlq redrive` produces those bytes again to that
 topic, keyed as they were (Kafka's default partitioner, murmur2; a keyless record stays keyless
 and the worker routes it), with a `tribunal.redrive-of` header naming the dead letter.
 
@@ -44,6 +45,7 @@ class Summary:
     already: Counter[str] = field(default_factory=Counter)
     filtered: Counter[str] = field(default_factory=Counter)
     unreadable: int = 0
+    not_kept: int = 0  # dead letters whose original was too large to carry (read it at its cause)
 
     def rows(self) -> list[tuple[str, int, int, int]]:
         reasons = sorted(set(self.redriven) | set(self.already) | set(self.filtered))
@@ -59,6 +61,7 @@ class Letter:
     topic: str  # where the rejected record was written
     key: bytes | None
     value: bytes | None
+    kept: bool = True  # False: the dead letter carries only the original's size
 
 
 def _b64(text: str | None) -> bytes | None:
@@ -69,7 +72,7 @@ def letter_of(record: SourceRecord) -> Letter:
     data = orjson.loads(record.value or b"null")
     return Letter(f"{record.topic}:{record.partition}:{record.offset}", str(data["reason_code"]),
                   str(data["cause"]["topic"]), _b64(data.get("original_key_b64")),
-                  _b64(data.get("original_value_b64")))
+                  _b64(data.get("original_value_b64")), bool(data.get("kept", True)))
 
 
 async def redrive(settings: Settings, dlq: str, reason: str | None, start: Bound | None, end: Bound | None,
@@ -97,6 +100,8 @@ async def redrive(settings: Settings, dlq: str, reason: str | None, start: Bound
             continue
         if (reason is not None and letter.reason != reason) or not in_range(record):
             summary.filtered[letter.reason] += 1
+        elif not letter.kept:
+            summary.not_kept += 1
         elif letter.where in done:
             summary.already[letter.reason] += 1
         else:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -125,6 +126,9 @@ async def read_log(bootstrap: str, topics: list[str], on_batch: Any = None) -> l
     return records
 
 
+BUSY_FOR = 30.0  # seconds a state page may answer 503 (its worker rebalancing) before the CLI gives up
+
+
 def worker_page(where: str, *path: str) -> Any:
     """The JSON a worker's web page `/path/.../` answers (any worker: it forwards to the key's owner)."""
     import urllib.error
@@ -132,11 +136,16 @@ def worker_page(where: str, *path: str) -> Any:
     import urllib.request
 
     url = f"http://{where}/" + "".join(f"{urllib.parse.quote(p, safe='')}/" for p in path)
-    try:
-        with urllib.request.urlopen(url, timeout=10) as response:
-            return json.loads(response.read())
-    except urllib.error.HTTPError as e:
-        kind = NotFound if e.code == 404 else TribunalError
-        raise kind(f"{' '.join(path)}: the worker at {where} answered {e.code}") from None
-    except (urllib.error.URLError, OSError) as e:
-        raise TribunalError(f"no worker answers at {where}: {getattr(e, 'reason', e)}") from None
+    deadline = time.monotonic() + BUSY_FOR
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=10) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as e:
+            if e.code == 503 and time.monotonic() < deadline:  # rebalancing or recovering: soon answered
+                time.sleep(0.5)
+                continue
+            kind = NotFound if e.code == 404 else TribunalError
+            raise kind(f"{' '.join(path)}: the worker at {where} answered {e.code}") from None
+        except (urllib.error.URLError, OSError) as e:
+            raise TribunalError(f"no worker answers at {where}: {getattr(e, 'reason', e)}") from None

@@ -46,9 +46,12 @@ def encode_value(value: Any) -> bytes:
 
 def export_row(topic: str, partition: int, offset: int, timestamp: int, key: bytes | None,
                value: bytes | None) -> dict[str, Any]:
-    """A record as a replay-file line: readable `value`, plus `value_b64` unless it re-encodes exactly."""
+    """A record as a replay-file line: readable `key` and `value`, plus `key_b64` / `value_b64` unless they
+    re-encode exactly."""
     row: dict[str, Any] = {"topic": topic, "partition": partition, "offset": offset, "timestamp": timestamp,
                            "key": None if key is None else key.decode("utf-8", "replace"), "value": None}
+    if key is not None and row["key"].encode("utf-8") != key:
+        row["key_b64"] = base64.b64encode(key).decode("ascii")  # not UTF-8: the text alone would change it
     if value is not None:
         try:
             row["value"] = orjson.loads(value)
@@ -67,9 +70,11 @@ def record_of(row: dict[str, Any]) -> SourceRecord:
     else:
         value = None if row.get("value") is None else encode_value(row["value"])
     key = row.get("key")
+    exact_key = base64.b64decode(row["key_b64"]) if "key_b64" in row else None
     return SourceRecord(topic=str(row["topic"]), partition=int(row.get("partition", 0)), offset=int(row["offset"]),
                         timestamp=int(row.get("timestamp", 0)),
-                        key=None if key is None else str(key).encode("utf-8"), value=value)
+                        key=exact_key if exact_key is not None else None if key is None else str(key).encode("utf-8"),
+                        value=value)
 
 
 class Output(NamedTuple):

@@ -12,6 +12,7 @@ Each test uses its own topic prefix and app id (see `unique`), so tests never sh
 
 from __future__ import annotations
 
+import asyncio
 import os
 import uuid
 from collections.abc import Iterator
@@ -89,9 +90,30 @@ def zookeeper(stack: Stack) -> str:
 
 
 @pytest.fixture
-def unique() -> str:
-    """A name no other test uses: for topic prefixes, app ids and ZooKeeper paths."""
-    return f"t{uuid.uuid4().hex[:10]}"
+def unique(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A name no other test uses: for topic prefixes, app ids and ZooKeeper paths.
+
+    A test on the broker has its topics (inputs, outputs, changelogs: all named from this) deleted
+    afterwards: a session's tests make thousands of partitions, more than a broker's small heap holds.
+    """
+    name = f"t{uuid.uuid4().hex[:10]}"
+    yield name
+    if "kafka" in request.fixturenames:
+        asyncio.run(_delete_topics(request.getfixturevalue("kafka"), name))
+
+
+async def _delete_topics(bootstrap: str, prefix: str) -> None:
+    from streams import kafka
+
+    admin = kafka.admin(bootstrap, request_timeout_ms=15000)
+    try:
+        await admin.start()
+        mine = [t for t in await admin.list_topics() if t.startswith(prefix)]
+        if mine:
+            await admin.delete_topics(mine)
+        await admin.close()
+    except Exception as e:  # noqa: BLE001 - cleanup must not fail the test it follows
+        print(f"could not delete the topics of {prefix}: {e!r}")
 
 
 @pytest.fixture

@@ -56,6 +56,9 @@ def dlq_redrive(topic: Annotated[str, typer.Option(help="Dead-letter topic, with
         typer.echo(f"{code:<20} {redriven:>8} {already:>8} {filtered:>8}")
     if summary.unreadable:
         typer.echo(f"{summary.unreadable} record(s) on the topic are not dead letters; left alone")
+    if summary.not_kept:
+        typer.echo(f"{summary.not_kept} dead letter(s) too large to carry their record; left alone "
+                   "(each names its record's topic, partition and offset)")
     typer.echo(f"redriven {sum(summary.redriven.values())}, redriven before {sum(summary.already.values())}, "
                f"left by the filters {sum(summary.filtered.values())}")
 

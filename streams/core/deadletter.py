@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import base64
 
+import orjson
+
 from schemas.records import DeadLetter
 from streams.core.source import SourceRecord
 
@@ -30,9 +32,26 @@ def _text(data: bytes | None) -> str | None:
         return None
 
 
+REASON_CHARS = 1_000  # a reason quotes what it rejects: a megabyte of it says no more than its start
+KEPT_BYTES = 256 * 1024  # the most a dead letter spends on its original, encoded: well inside one Kafka record
+
+
+def _shortened(reason: str) -> str:
+    return reason if len(reason) <= REASON_CHARS else f"{reason[:REASON_CHARS]}... ({len(reason)} characters)"
+
+
 def dead_letter(record: SourceRecord, key: str, seq: int, rejection: Rejected, position: int) -> DeadLetter:
+    """The dead letter of `record`: with its original bytes (as base64, and as text when they are UTF-8)
+    while they fit in `KEPT_BYTES`; the text goes first, then the bytes (a 1 MB record rejected must not
+    make a dead letter the broker refuses, which would stop the worker at that record)."""
+    key_b64, value_b64, text = _b64(record.key), _b64(record.value), _text(record.value)
+    carried = len(key_b64 or "") + len(value_b64 or "")
+    if text is not None and carried + len(orjson.dumps(text)) > KEPT_BYTES:
+        text = None
+    kept = carried <= KEPT_BYTES
     return DeadLetter(
-        key=key, seq=seq, cause=record.cause(position), reason_code=rejection.code, reason=rejection.reason,
-        original_key_b64=_b64(record.key), original_value_b64=_b64(record.value),
-        original_value=_text(record.value),
+        key=key, seq=seq, cause=record.cause(position), reason_code=rejection.code, reason=_shortened(rejection.reason),
+        original_key_b64=key_b64 if kept or len(key_b64 or "") <= KEPT_BYTES // 4 else None,
+        original_value_b64=value_b64 if kept else None,
+        original_value=text, original_bytes=None if record.value is None else len(record.value), kept=kept,
     )

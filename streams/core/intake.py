@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from schemas.envelope import CommandEnvelope, MetricBody
 from streams.core.deadletter import Rejected
-from streams.core.source import UNREADABLE_KEY, SourceRecord, record_key
+from streams.core.source import MAX_KEY_BYTES, UNREADABLE_KEY, SourceRecord, record_key
 
 METRIC_COMMAND = "app-metrical"
 
@@ -28,7 +28,8 @@ def readable(record: SourceRecord, key: str | None = None) -> bytes:
     """The record's value, or `Rejected` when its key (`record_key`, if not given) cannot name a pool or
     it has no value."""
     if (record_key(record) if key is None else key) == UNREADABLE_KEY:
-        raise Rejected("bad_key", "record key is not UTF-8 text (the key names the pool)")
+        raise Rejected("bad_key", f"record key is not UTF-8 text of at most {MAX_KEY_BYTES} bytes "
+                                  "(the key names the pool)")
     if record.value is None:
         raise Rejected("empty_value", "record has no value")
     return record.value

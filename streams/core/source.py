@@ -10,6 +10,7 @@ from schemas.common import Cause
 
 DEFAULT_POOL = "default"
 UNREADABLE_KEY = "<unreadable-key>"
+MAX_KEY_BYTES = 1024  # a key names a pool, group, namespace or job set: a longer one is bad input
 
 
 class SourceRecord(NamedTuple):
@@ -34,12 +35,15 @@ def cause_of(record: SourceRecord, position: int) -> dict[str, Any]:
 
 
 def record_key(record: SourceRecord) -> str:
-    """What the record's own key says: its text, or `default` when it has none (SPEC §1).
+    """What the record's own key says: its text, or `default` when it has none (SPEC §1); `UNREADABLE_KEY`
+    when it is not UTF-8 or longer than `MAX_KEY_BYTES`.
 
     A fold's `key_of` may let the value decide instead (limits events name their group).
     """
     if not record.key:
         return DEFAULT_POOL
+    if len(record.key) > MAX_KEY_BYTES:
+        return UNREADABLE_KEY
     try:
         return record.key.decode("utf-8")
     except UnicodeDecodeError:
@@ -59,7 +63,7 @@ def named_key(record: SourceRecord, field: str) -> str | None:
     except orjson.JSONDecodeError:
         return None
     named = value.get(field) if isinstance(value, dict) else None
-    return named if isinstance(named, str) and named else None
+    return named if isinstance(named, str) and 0 < len(named.encode()) <= MAX_KEY_BYTES else None
 
 
 def origin(record: SourceRecord) -> str:

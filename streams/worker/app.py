@@ -30,6 +30,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import faust
 from faust.web import Request, Response, View
 
@@ -40,12 +41,14 @@ from streams.worker.agent import add_fold_agent
 from streams.worker.checkpoint import Checkpoint
 from streams.worker.continuity import Continuity
 from streams.worker.keeper import Keeper
+from streams.worker.routing import partition_for
 from streams.worker.unit import Progress
 from streams.worker.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
 
 PRODUCER_BATCH_BYTES = 512 * 1024
+FORWARDED = "X-Tribunal-Forwarded"  # on a state request one worker passes to the key's owner
 
 
 def _store() -> str:
@@ -117,10 +120,19 @@ def create_app(settings: Settings) -> faust.App:
                            [_table(app, p.name, settings) for p in fold.parts]) for fold in folds.FOLDS]
     checkpoint = Checkpoint(app, settings, continuity, keepers, settings.max_batch, settings.commit_interval)
     app.task(checkpoint.run)
+
+    @app.on_partitions_revoked.connect
+    async def settle(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
+        await checkpoint.settle()
+
+    @app.on_partitions_assigned.connect
+    async def resume(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
+        checkpoint.resume()
+
     inputs: set[str] = set()
     for keeper in keepers:
         inputs |= add_fold_agent(app, settings, keeper, checkpoint, progress)
-        add_state_page(app, keeper)
+        add_state_page(app, keeper, settings.partitions)
 
     @app.timer(10.0)
     async def report_progress() -> None:
@@ -140,14 +152,16 @@ def create_app(settings: Settings) -> faust.App:
     return app
 
 
-def add_state_page(app: faust.App, keeper: Keeper[Any]) -> None:
+def add_state_page(app: faust.App, keeper: Keeper[Any], partitions: int) -> None:
     """`/{fold}/{key}/`: one key's state as JSON (the fold's `describe`), answered by whichever worker holds it;
     `/{fold}/{key}/{name}/`: one named thing in it (a dispatcher's job by uuid), for a fold with `item`."""
     fold = keeper.fold
 
     @app.page(f"/{fold.name}/{{key}}/")
-    @app.table_route(table=keeper.tables[0], match_info="key")
     async def view(web: View, request: Request, key: str) -> Response:
+        elsewhere = await _at_owner(app, keeper, key, partitions, web, request)
+        if elsewhere is not None:
+            return elsewhere
         if not keeper.exists(key):
             return web.json({"key": key, "error": f"no such key in {fold.name}"}, status=404)
         return web.json(fold.describe(key, keeper.load(key)))
@@ -157,9 +171,34 @@ def add_state_page(app: faust.App, keeper: Keeper[Any]) -> None:
         return
 
     @app.page(f"/{fold.name}/{{key}}/{{name}}/")
-    @app.table_route(table=keeper.tables[0], match_info="key")
     async def item_view(web: View, request: Request, key: str, name: str) -> Response:
+        elsewhere = await _at_owner(app, keeper, key, partitions, web, request)
+        if elsewhere is not None:
+            return elsewhere
         found = item(keeper.load(key), name) if keeper.exists(key) else None
         if found is None:
             return web.json({"key": key, "name": name, "error": f"no {name!r} in {fold.name} {key!r}"}, status=404)
         return web.json(found)
+
+
+async def _at_owner(app: faust.App, keeper: Keeper[Any], key: str, partitions: int, web: View,
+                    request: Request) -> Response | None:
+    """The owning worker's answer to `request`, or None if this worker owns `key`.
+
+    Not Faust's `table_route`: it finds a key's partition by hashing the key as the table
+    serializes it (JSON, quoted), while tribunal places a key by the bytes producers send
+    (`routing.partition_for`); with more than one worker it asked the wrong one."""
+    owner = faust_private.owner_of(app, keeper.tables[0], partition_for(key, partitions))
+    if owner is None or app.rebalancing:  # a recovering partition's state would look absent
+        return web.json({"key": key, "error": "the group is rebalancing; ask again"}, status=503)
+    if owner == faust_private.owner_of_self(app):
+        return None
+    if request.headers.get(FORWARDED):  # two workers that disagree on the owner would forward forever
+        return web.json({"key": key, "error": "the workers disagree on the key's owner; ask again"}, status=503)
+    url = request.url.with_scheme("http").with_host(owner[0]).with_port(owner[1])
+    try:
+        async with app.http_client.get(url, headers={FORWARDED: "1"},
+                                       timeout=aiohttp.ClientTimeout(total=10)) as response:
+            return web.text(await response.text(), content_type=response.content_type, status=response.status)
+    except (TimeoutError, aiohttp.ClientError) as e:  # the owner died and the group has not noticed yet
+        return web.json({"key": key, "error": f"the owner {owner[0]}:{owner[1]} does not answer ({e!r})"}, status=503)

@@ -28,8 +28,16 @@ What keeps it exactly-once:
   effects; Faust's commit commits only done offsets. A record whose effects were committed but
   whose offset was not is recognised on redelivery by the offsets kept in the state, and yields
   nothing.
-* A batch folded before a rebalance is dropped, and the keepers forget their cached states: the
-  partition's records are delivered again from the committed offset, to whichever worker owns it.
+* When the group starts a rebalance (its partitions are revoked), everything folded so far is
+  written and committed before the rebalance goes on (`settle`), and nothing more is written until
+  the new assignment (`resume`), as Kafka Streams commits its tasks on revocation. A partition this
+  worker keeps keeps its transactional producer: without this, a transaction left open across the
+  rebalance held decisions whose input offsets were never committed; the partition was delivered
+  again from the committed offset, recovery had put the committed states back, and the next commit
+  made both the old and the new decisions visible (tests/worker/test_scale_out.py, three workers).
+* A batch folded before a rebalance and not yet written is dropped, and the keepers forget their
+  cached states: the partition's records are delivered again from the committed offset, to
+  whichever worker owns it.
 """
 
 from __future__ import annotations
@@ -108,6 +116,11 @@ class Checkpoint:
     _partitions: dict[str, int] = field(default_factory=dict)  # topic -> partition count
     _work: asyncio.Event = field(default_factory=asyncio.Event)
     _room: asyncio.Event = field(default_factory=asyncio.Event)
+    _flushing: asyncio.Lock = field(default_factory=asyncio.Lock)  # one flush at a time: the flusher's or `settle`'s
+    _assigned: asyncio.Event = field(default_factory=asyncio.Event)  # clear from a revocation to the next assignment
+
+    def __post_init__(self) -> None:
+        self._assigned.set()
 
     def add(self, event: Event, outputs: Iterable[Emit] = (), source_topic: str | None = None,
             sends: Iterable[Send] = (), keeper: Keeper[Any] | None = None, key: str | None = None) -> None:
@@ -173,26 +186,44 @@ class Checkpoint:
             wait = finished + min(self.interval, last * WAIT_PER_RECORD) - time.monotonic()
             if wait > 0 and self._count < self.max_records:
                 await asyncio.sleep(wait)
+            while not self._assigned.is_set():  # a second revocation may clear it before this wakes
+                await self._assigned.wait()
             self._work.clear()
             last = self._count
-            try:
-                await self.flush()
-                finished = time.monotonic()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                # The local store may already hold states whose changelog records never went out:
-                # start again from the committed changelogs (exactly-once covers a crash, and a
-                # flusher that died would stall every partition).
-                log.exception("writing a batch failed; restarting the worker")
-                restart_in_place()
+            await self._flush_or_restart()
+            finished = time.monotonic()
+
+    async def settle(self) -> None:
+        """The group is rebalancing: write and commit everything folded so far, then write nothing
+        until `resume` (see the module doc). Faust has already forgotten the revoked partitions'
+        acknowledgements, so under exactly-once the offsets are committed through the transactions
+        directly; under at-least-once the batch is only written (redelivery may repeat it)."""
+        self._assigned.clear()
+        await self._flush_or_restart(settling=True)
+
+    def resume(self) -> None:
+        """The new assignment is in place: write again (what was folded before it is dropped)."""
+        self._assigned.set()
+
+    async def _flush_or_restart(self, settling: bool = False) -> None:
+        try:
+            async with self._flushing:
+                await self.flush(settling)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # The local store may already hold states whose changelog records never went out:
+            # start again from the committed changelogs (exactly-once covers a crash, and a
+            # flusher that died would stall every partition).
+            log.exception("writing a batch failed; restarting the worker")
+            restart_in_place()
 
     def _take(self) -> list[tuple[_Partition, list[Send]]]:
         """The batch to write, every record of it materialised now (no await here: see the module doc)."""
         pending, self._by_tid, self._pending = self._by_tid, {}, {}
         self._count = 0
         self._room.set()
-        if self._generation != self.continuity.generation:
+        if self._generation != self.continuity.generation or self._generation != self.app.consumer_generation_id:
             return []  # folded before a rebalance: delivered again from the committed offsets
         batch = []
         for part in pending.values():
@@ -205,7 +236,7 @@ class Checkpoint:
             batch.append((part, records + part.sends))
         return batch
 
-    async def flush(self) -> None:
+    async def flush(self, settling: bool = False) -> None:
         generation = self._generation
         started = time.perf_counter()
         count = self._count
@@ -237,10 +268,14 @@ class Checkpoint:
             for (topic, partition), offset in part.last.items():
                 self.continuity.done(topic, partition, offset, generation)
         sent = time.perf_counter()
-        # The first commit may only wait for one already in flight (Faust's timer), which may not
-        # include this batch's offsets; the second commits them.
-        await self.app.consumer.commit()
-        await self.app.consumer.commit()
+        if settling and self.app.in_transaction:
+            if generation == self.app.consumer_generation_id:  # never an older generation's (lower) offsets
+                await faust_private.commit_in_transactions(self.app, self.continuity.done_offsets())
+        else:
+            # The first commit may only wait for one already in flight (Faust's timer), which may not
+            # include this batch's offsets; the second commits them.
+            await self.app.consumer.commit()
+            await self.app.consumer.commit()
         stats = self.stats
         stats.write += handed - started
         stats.acks += sent - handed

@@ -73,6 +73,10 @@ class Continuity:
         transaction: their offsets may be committed."""
         self.positions.done((topic, partition), offset, generation)
 
+    def done_offsets(self) -> dict[tuple[str, int], int]:
+        """The offset to commit of each partition with records done in the current generation."""
+        return self.positions.done_offsets()
+
     async def first_offset_from(self, topic: str, partition: int, start: int, before: int) -> int | None:
         """The offset of the first record Kafka holds in [start, before), or None if it holds none there.
 

@@ -271,6 +271,39 @@ def retry_transactions_soon() -> None:
     Producer._settings_extra = _settings_extra
 
 
+async def commit_in_transactions(app: Any, offsets: Mapping[tuple[str, int], int]) -> None:
+    """Commit `offsets` ((topic, partition) -> offset) through each partition's transactional producer,
+    bypassing Faust's consumer (which forgets a revoked partition's acknowledgements before the app
+    hears of the revocation)."""
+    from aiokafka.structs import TopicPartition  # what Faust's own commits carry (aiokafka checks the class)
+
+    if offsets:
+        await app.consumer.transactions.commit({TopicPartition(topic, partition): offset
+                                                for (topic, partition), offset in sorted(offsets.items())})
+
+
+def owner_of(app: Any, table: Any, partition: int) -> tuple[str, int] | None:
+    """(host, port) of the web server of the worker that holds `partition` of `table`, as the group's
+    last assignment says (None while no member holds it)."""
+    topic = table.changelog_topic.get_topic_name()
+    for url, topics in app.router.table_metadata(table.name).items():
+        if partition in topics.get(topic, ()):
+            return _ident(url)
+    return None
+
+
+def owner_of_self(app: Any) -> tuple[str, int]:
+    """(host, port) of this worker's own web server, as it announces it to the group."""
+    return _ident(app.conf.canonical_url)
+
+
+def _ident(url: Any) -> tuple[str, int]:
+    from yarl import URL
+
+    parsed = URL(str(url))
+    return parsed.host or "", parsed.port or 80
+
+
 def transaction_producer(producer: Any, transactional_id: str) -> tuple[Any, Any]:
     """(the lock Faust commits `transactional_id` under, its aiokafka producer)."""
     return producer._trn_locks[transactional_id], producer._transaction_producers[transactional_id]

@@ -117,6 +117,10 @@ class Positions:
         """The offset to commit for `tp`: the one after the last record whose effects are in the transaction."""
         return self._done.get(tp)
 
+    def done_offsets(self) -> dict[Partition, int]:
+        """`to_commit` of every partition with records done in this generation."""
+        return dict(self._done)
+
     def _admit(self, tp: Partition, offset: int) -> Admit:
         self._next[tp] = offset + 1
         return ADMIT

@@ -146,3 +146,15 @@ def test_any_log_gives_one_answer_per_input_and_one_state_per_key(seed: int, cou
             raise AssertionError(f"redelivered {record} yielded {again}")
     assert sorted(answered) == sorted((r.topic, r.partition, r.offset) for r in records)
     assert set(answered.values()) == {1}
+
+
+def test_a_key_past_the_limit_is_unreadable_and_a_named_one_is_ignored() -> None:
+    from streams.core.source import MAX_KEY_BYTES, UNREADABLE_KEY, named_key, record_key
+
+    def record(key: bytes, value: bytes = b"{}") -> SourceRecord:
+        return SourceRecord("job-events", 0, 0, 0, key, value)
+
+    assert record_key(record(b"k" * MAX_KEY_BYTES)) == "k" * MAX_KEY_BYTES
+    assert record_key(record(b"k" * (MAX_KEY_BYTES + 1))) == UNREADABLE_KEY
+    long_group = json.dumps({"group": "g" * (MAX_KEY_BYTES + 1)}).encode()
+    assert named_key(record(b"g", long_group), "group") is None
