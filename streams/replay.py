@@ -64,17 +64,17 @@ def export_row(topic: str, partition: int, offset: int, timestamp: int, key: byt
 
 
 def record_of(row: dict[str, Any]) -> SourceRecord:
-    """The source record a file line describes (exact bytes from `value_b64` when present)."""
+    """The source record a file line describes (exact bytes from `key_b64` / `value_b64` when present)."""
     if "value_b64" in row:
         value: bytes | None = base64.b64decode(row["value_b64"])
     else:
         value = None if row.get("value") is None else encode_value(row["value"])
-    key = row.get("key")
-    exact_key = base64.b64decode(row["key_b64"]) if "key_b64" in row else None
+    if "key_b64" in row:
+        key: bytes | None = base64.b64decode(row["key_b64"])
+    else:
+        key = None if row.get("key") is None else str(row["key"]).encode("utf-8")
     return SourceRecord(topic=str(row["topic"]), partition=int(row.get("partition", 0)), offset=int(row["offset"]),
-                        timestamp=int(row.get("timestamp", 0)),
-                        key=exact_key if exact_key is not None else None if key is None else str(key).encode("utf-8"),
-                        value=value)
+                        timestamp=int(row.get("timestamp", 0)), key=key, value=value)
 
 
 class Output(NamedTuple):
