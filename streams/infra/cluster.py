@@ -419,6 +419,25 @@ class Cluster:
             self._pid_file(server).unlink(missing_ok=True)
         return sorted(pids)
 
+    def kill(self, server: Server) -> None:
+        """SIGKILL one server, as a machine failing would (the chaos tests); `start` brings it back."""
+        pid = self.pid(server)
+        if pid is None:
+            return
+        _signal_group(pid, signal.SIGKILL)
+        while _alive(pid):
+            time.sleep(0.05)
+        self._pid_file(server).unlink(missing_ok=True)
+
+    def start(self, server: Server, timeout: float = 120.0) -> None:
+        """Start one server of a running stack again and wait until it answers (a broker: is in the cluster)."""
+        pid = self._start(server)
+        if server.main_class == "kafka.Kafka":
+            self._wait(server, pid, functools.partial(_port_open, server.port), timeout)
+            self._wait(server, pid, lambda: self._brokers_settled(self.topology.brokers), timeout)
+        else:
+            self._wait(server, pid, lambda: _zk_ruok(server.port), timeout)
+
     def status(self) -> list[ServerStatus]:
         out = []
         for server in self.servers():

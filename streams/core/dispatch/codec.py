@@ -2,7 +2,7 @@
 
 Two tables: `dispatch-state` holds the namespace's counters, caps, seqs and the names of its job
 buckets (rewritten by every record, and small); `dispatch-jobs` holds each bucket's jobs under
-`namespace/bucket` (`state.Jobs`), rewritten only when a record changed one of its jobs.
+`namespace/bucket` (`buckets.Buckets`), rewritten only when a record changed one of its jobs.
 
 Only the jobs are stored, not the heaps: each queue follows from the jobs' status and `now` (one
 run per worker's ready jobs, one per worker and expected start of those not yet due), and stale
@@ -16,8 +16,9 @@ from typing import Any
 
 from immutables import Map
 
+from streams.core.buckets import Buckets, changed
 from streams.core.dispatch.heap import of_sorted, push_run
-from streams.core.dispatch.state import DispatchState, Job, Jobs, Worker, bucket_of
+from streams.core.dispatch.state import DispatchState, Job, Worker, bucket_of
 
 
 def dump(state: DispatchState) -> dict[str, Any]:
@@ -32,13 +33,12 @@ def dump(state: DispatchState) -> dict[str, Any]:
 
 def dump_bucket(state: DispatchState, name: str) -> list[list[Any]]:
     """One bucket's jobs in assignment order (an empty list once its last job is gone)."""
-    bucket = state.jobs.buckets.get(name)
-    return [] if bucket is None else [list(job) for job in sorted(bucket.values(), key=lambda j: j.order)]
+    return [list(job) for job in sorted((job for _, job in state.jobs.bucket(name)), key=lambda j: j.order)]
 
 
 def touched(before: DispatchState, after: DispatchState) -> frozenset[str]:
     """The buckets a record changed."""
-    return frozenset() if after is before else after.jobs.touched
+    return changed(before.jobs, after.jobs)
 
 
 def listed(entry: Mapping[str, Any] | None) -> list[str]:
@@ -82,12 +82,9 @@ def load(data: Mapping[str, Any] | None, stored: Mapping[str, Iterable[list[Any]
             workers[name] = worker._replace(ready=push_run(None, queue))
             if worker.has_room():
                 tops.append((*queue[0], name))
-    by_bucket: dict[str, dict[str, Job]] = {}
-    for job in jobs:
-        by_bucket.setdefault(bucket_of(job.uuid), {})[job.uuid] = job
     return DispatchState(offsets=dict(data["offsets"]), applied=int(data["applied"]), seqs=dict(data["seqs"]),
                          now=now, max=int(data["max"]), running=len(deadlines), assigned=int(data["assigned"]),
-                         jobs=Jobs(Map({name: Map(b) for name, b in by_bucket.items()}), len(jobs)),
+                         jobs=Buckets.of_items(bucket_of, ((job.uuid, job) for job in jobs)),
                          workers=Map(workers), waiting=of_sorted(sorted(waiting)),
                          deadlines=of_sorted(sorted(deadlines)), deadline_entries=len(deadlines),
                          tops=of_sorted(sorted(tops)))

@@ -94,7 +94,7 @@ def apply(state: DispatchState, record: SourceRecord, topic: str) -> tuple[Dispa
     admitted = admit(state, record)
     if admitted is None:
         return state, []
-    if admitted.jobs.touched:  # `touched` names the job buckets this record changes (`Jobs`)
+    if admitted.jobs.touched:  # `touched` names the job buckets this record changes (`buckets.Buckets`)
         admitted = admitted._replace(jobs=admitted.jobs.untouched())
     try:
         command = _parse(record, topic)
@@ -143,7 +143,7 @@ def _assign(state: DispatchState, command: records.JobsAssigned, out: Out) -> Di
         jobs.append(Job(uuid, spec.external_id, spec.info, command.worker, command.start, acceptable, first + i,
                         spec.max_retries, spec.timeout_ms))
         run.append((acceptable, first + i, uuid))
-    state = state._replace(jobs=state.jobs.added(jobs), assigned=first + len(jobs))
+    state = state._replace(jobs=state.jobs.added((job.uuid, job) for job in jobs), assigned=first + len(jobs))
     worker = worker._replace(pending=worker.pending + len(jobs))
     if command.start <= state.now:
         worker = worker._replace(ready=push_run(worker.ready, tuple(run)))
@@ -248,7 +248,7 @@ def _end_attempt(state: DispatchState, job: Job, out: Out, error: str) -> Dispat
     worker = worker._replace(running=worker.running - 1, pending=worker.pending + 1,
                              ready=push_run(worker.ready, ((job.acceptable_start, job.order, job.uuid),)))
     retry = job._replace(running=False, started_at=0, deadline=0)
-    state = _put(state._replace(jobs=state.jobs.set(retry), running=state.running - 1), job.worker, worker)
+    state = _put(state._replace(jobs=state.jobs.set(retry.uuid, retry), running=state.running - 1), job.worker, worker)
     out.outcome("JobRetryScheduled", job, state.now, final=False, error=error)
     return state
 
@@ -295,7 +295,7 @@ def _schedule(state: DispatchState, out: Out) -> DispatchState:
             tops = state.tops
             continue
         job = job._replace(attempt=job.attempt + 1, running=True, started_at=now, deadline=now + job.timeout_ms)
-        state = state._replace(jobs=state.jobs.set(job), running=state.running + 1,
+        state = state._replace(jobs=state.jobs.set(job.uuid, job), running=state.running + 1,
                                deadlines=push(state.deadlines, (job.deadline, order, job.attempt, uuid)),
                                deadline_entries=state.deadline_entries + 1)
         state = _put(state, name, worker._replace(running=worker.running + 1, pending=worker.pending - 1,

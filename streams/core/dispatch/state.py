@@ -20,16 +20,16 @@ Queues (entries that name a job no longer in that status are skipped when they r
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Mapping
+from typing import NamedTuple
 
 from immutables import Map
 
 from streams.core.admission import NO_COUNTS
+from streams.core.buckets import Buckets
 from streams.core.dispatch.heap import Heap
 
 DEFAULT_MAX_THREADS = 100  # the seed's `elastic_dispatcher_config` row: threads, max 100
-EMPTY: Map[str, Any] = Map()
 
 
 class Job(NamedTuple):
@@ -53,70 +53,8 @@ def bucket_of(uuid: str) -> str:
     return uuid[:2]
 
 
-class Jobs:
-    """A namespace's jobs by uuid, kept in buckets by `bucket_of` so that the worker's table stores a
-    bucket per entry and a record rewrites only the buckets it `touched`, not every job (one entry of
-    10,000 jobs is over Kafka's 1 MB request). Persistent: every change returns a new `Jobs`."""
-
-    __slots__ = ("buckets", "count", "touched")
-
-    def __init__(self, buckets: Map[str, Map[str, Job]] = EMPTY, count: int = 0,
-                 touched: frozenset[str] = frozenset()) -> None:
-        self.buckets, self.count, self.touched = buckets, count, touched  # touched: since the record began
-
-    def get(self, uuid: str) -> Job | None:
-        bucket = self.buckets.get(bucket_of(uuid))
-        return None if bucket is None else bucket.get(uuid)
-
-    def __getitem__(self, uuid: str) -> Job:
-        job = self.get(uuid)
-        if job is None:
-            raise KeyError(uuid)
-        return job
-
-    def __contains__(self, uuid: object) -> bool:
-        return isinstance(uuid, str) and self.get(uuid) is not None
-
-    def __len__(self) -> int:
-        return self.count
-
-    def __eq__(self, other: object) -> bool:  # the same jobs (what a record touched is not the state)
-        return isinstance(other, Jobs) and self.count == other.count and self.buckets == other.buckets
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def values(self) -> Iterator[Job]:
-        for bucket in self.buckets.values():
-            yield from bucket.values()
-
-    def set(self, job: Job) -> Jobs:
-        name = bucket_of(job.uuid)
-        bucket = self.buckets.get(name) or EMPTY
-        count = self.count if job.uuid in bucket else self.count + 1
-        return Jobs(self.buckets.set(name, bucket.set(job.uuid, job)), count, self.touched | {name})
-
-    def added(self, jobs: Iterable[Job]) -> Jobs:
-        """With new `jobs` (an assign's), in one pass."""
-        count, names = self.count, set()
-        with self.buckets.mutate() as buckets:
-            for job in jobs:
-                name = bucket_of(job.uuid)
-                bucket = buckets.get(name) or EMPTY
-                count += job.uuid not in bucket
-                buckets[name] = bucket.set(job.uuid, job)
-                names.add(name)
-            done = buckets.finish()
-        return Jobs(done, count, self.touched | names)
-
-    def delete(self, uuid: str) -> Jobs:
-        name = bucket_of(uuid)
-        bucket = self.buckets[name].delete(uuid)
-        buckets = self.buckets.set(name, bucket) if bucket else self.buckets.delete(name)
-        return Jobs(buckets, self.count - 1, self.touched | {name})
-
-    def untouched(self) -> Jobs:
-        """The same jobs, with nothing touched yet (a record begins)."""
-        return Jobs(self.buckets, self.count) if self.touched else self
+Jobs = Buckets[Job]  # a namespace's jobs by uuid, in buckets by `bucket_of`: a table entry per bucket
+NO_JOBS: Jobs = Buckets(bucket_of)
 
 
 class Worker(NamedTuple):
@@ -137,7 +75,7 @@ class DispatchState(NamedTuple):
     max: int = DEFAULT_MAX_THREADS
     running: int = 0
     assigned: int = 0  # jobs assigned so far: the next job's `order`
-    jobs: Jobs = Jobs()
+    jobs: Jobs = NO_JOBS
     workers: Map[str, Worker] = Map()
     waiting: Heap = None
     deadlines: Heap = None

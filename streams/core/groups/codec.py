@@ -1,21 +1,34 @@
-"""A group's state as JSON for the worker's table, and back; the derived indexes are rebuilt on load."""
+"""A group's state as JSON for the worker's tables, and back; the derived indexes are rebuilt on load.
+
+Three tables: `group-state` holds what is the group's alone (offline list, offers, its other
+streams' seqs, offsets) and how many buckets it has, rewritten by every record; `group-jobs` holds
+each bucket of jobs and their owners under `group/bucket`, and `group-schedulers` each bucket of
+schedulers (registration, last figures, seq), each rewritten only when a record changed one of its
+jobs or schedulers. Buckets hold about 32 names at most (`buckets.Hashed`), so a record writes
+about the same bytes in a group of 1,000 jobs as in one of 100,000. An entry written before the
+jobs and schedulers had tables of their own holds them inline (`owners`, `members`, `figures`, and
+each scheduler's seq in `seqs`): it is read as it is, and every bucket is written at the next batch.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
+from immutables import Map
 from pyrsistent import PSet, pmap, pset
 
+from streams.core.buckets import Buckets, Hashed, changed
 from streams.core.groups.state import Figures, GroupState, Member
+
+Stored = Mapping[str, Mapping[str, Any] | None]  # a table's entries for one group: bucket name -> entry
+NONE_STORED: Stored = Map()
 
 
 def dump(state: GroupState) -> dict[str, Any]:
     return {
-        "members": {sid: [m.address, m.n, m.M] for sid, m in sorted(state.members.items())},
         "offline": sorted(state.offline),
-        "owners": dict(sorted(state.owners.items())),
-        "figures": {sid: list(f) for sid, f in sorted(state.figures.items())},
+        "job_bits": _bits(state.owners), "scheduler_bits": _bits(state.members),
         "offers": dict(sorted(state.offers.items())),
         "capacity_ok": state.capacity_ok,
         "seqs": dict(sorted(state.seqs.items())),
@@ -24,17 +37,83 @@ def dump(state: GroupState) -> dict[str, Any]:
     }
 
 
+def _bits(buckets: Buckets[Any]) -> int:
+    """How many bits of a name's hash name its bucket (`buckets.Hashed`; the entry lists no bucket names)."""
+    assert isinstance(buckets.of, Hashed)
+    return buckets.of.bits
+
+
+def _scheduler_buckets(state: GroupState) -> set[str]:
+    return {*state.members.buckets.keys(), *state.figures.buckets.keys(), *state.limit_seqs.buckets.keys()}
+
+
+def dump_jobs(state: GroupState, name: str) -> dict[str, str | None]:
+    """One bucket's jobs and their owners (empty once its last job is gone)."""
+    return dict(state.owners.bucket(name))
+
+
+def dump_schedulers(state: GroupState, name: str) -> dict[str, dict[str, Any]]:
+    """One bucket's schedulers: each one's registration while it is registered, last figures while it has any,
+    and the seq of its last `RejectionLimit`."""
+    out: dict[str, dict[str, Any]] = {}
+    for sid, m in state.members.bucket(name):
+        out[sid] = {"member": [m.address, m.n, m.M]}
+    for sid, f in state.figures.bucket(name):
+        out.setdefault(sid, {})["figures"] = list(f)
+    for sid, seq in state.limit_seqs.bucket(name):
+        out.setdefault(sid, {})["seq"] = seq
+    return dict(sorted(out.items()))
+
+
+def jobs_touched(before: GroupState, after: GroupState) -> frozenset[str]:
+    """The job buckets a record changed."""
+    return changed(before.owners, after.owners)
+
+
+def schedulers_touched(before: GroupState, after: GroupState) -> frozenset[str]:
+    """The scheduler buckets a record changed."""
+    return (changed(before.members, after.members) | changed(before.figures, after.figures)
+            | changed(before.limit_seqs, after.limit_seqs))
+
+
+def jobs_listed(entry: Mapping[str, Any] | None) -> list[str]:
+    """The job buckets a `group-state` entry has (none in an entry that holds its jobs inline)."""
+    return Hashed(entry["job_bits"]).names() if entry and "job_bits" in entry else []
+
+
+def schedulers_listed(entry: Mapping[str, Any] | None) -> list[str]:
+    """The scheduler buckets a `group-state` entry has (none in an entry that holds its schedulers inline)."""
+    return Hashed(entry["scheduler_bits"]).names() if entry and "scheduler_bits" in entry else []
+
+
+def stored(state: GroupState) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Every job bucket's entry and every scheduler bucket's: the state as `load` takes it, after `dump`."""
+    return ({name: dump_jobs(state, name) for name in state.owners.buckets},
+            {name: dump_schedulers(state, name) for name in _scheduler_buckets(state)})
+
+
 def _sized(items: set[str]) -> PSet[str]:
     """A persistent set with room to grow: pyrsistent's default would rehash it on its next add."""
     return pset(items, pre_size=2 * len(items) + 8)
 
 
-def load(data: Mapping[str, Any] | None) -> GroupState:
-    """The inverse of `dump`; the derived indexes (held, orphans, by_n) are rebuilt from owners."""
+def load(data: Mapping[str, Any] | None, jobs: Stored = NONE_STORED, schedulers: Stored = NONE_STORED) -> GroupState:
+    """The inverse of `dump`, `dump_jobs` and `dump_schedulers`; the derived indexes (held, orphans, by_n) are
+    rebuilt from owners."""
     if not data:
         return GroupState()
-    members = {sid: Member(sid, a, int(n), int(m)) for sid, (a, n, m) in data["members"].items()}
-    owners: dict[str, str | None] = dict(data["owners"])
+    inline_jobs, inline_schedulers = "owners" in data, "members" in data
+    owners: dict[str, str | None] = dict(data["owners"]) if inline_jobs else {
+        job: owner for name in jobs_listed(data) for job, owner in (jobs.get(name) or {}).items()}
+    if inline_schedulers:
+        entries: dict[str, Mapping[str, Any]] = {sid: {"member": m} for sid, m in data["members"].items()}
+        for sid, f in data["figures"].items():
+            entries[sid] = {**entries.get(sid, {}), "figures": f}
+    else:
+        entries = {sid: entry for name in schedulers_listed(data)
+                   for sid, entry in (schedulers.get(name) or {}).items()}
+    members = {sid: Member(sid, a, int(n), int(m)) for sid, e in entries.items() if "member" in e
+               for a, n, m in [e["member"]]}
     held: dict[str, set[str]] = {}
     for job, owner in owners.items():
         if owner is not None:
@@ -48,13 +127,18 @@ def load(data: Mapping[str, Any] | None) -> GroupState:
     for sid, member in members.items():
         if sid not in offline:
             by_load.setdefault((len(held.get(sid, ())), member.n), set()).add(sid)
-    figures = {sid: Figures(*f) for sid, f in data["figures"].items()}
+    figures = {sid: Figures(*e["figures"]) for sid, e in entries.items() if "figures" in e}
+    seqs = {sid: int(e["seq"]) for sid, e in entries.items() if "seq" in e}
+    job_of = Hashed.fitting(len(owners)) if inline_jobs else Hashed(data["job_bits"])
+    scheduler_of = Hashed.fitting(len(entries)) if inline_schedulers else Hashed(data["scheduler_bits"])
     return GroupState(
-        members=pmap(members), offline=pset(offline), owners=pmap(owners),
+        members=Buckets.of_items(scheduler_of, members.items(), inline_schedulers), offline=pset(offline),
+        owners=Buckets.of_items(job_of, owners.items(), inline_jobs),
         held=pmap({o: _sized(j) for o, j in held.items()}), orphans=_sized(orphans),
         by_n=pmap({n: _sized(ids) for n, ids in by_n.items()}),
         by_load=pmap({key: _sized(ids) for key, ids in by_load.items()}),
         load_of=pmap({sid: key for key, ids in by_load.items() for sid in ids}),
-        figures=pmap(figures), offers=pmap(data["offers"]),
+        figures=Buckets.of_items(scheduler_of, figures.items(), inline_schedulers),
+        limit_seqs=Buckets.of_items(scheduler_of, seqs.items(), inline_schedulers), offers=pmap(data["offers"]),
         capacity_ok=bool(data["capacity_ok"]), seqs=pmap(data["seqs"]), offsets=dict(data["offsets"]),
         applied=int(data.get("applied", 0)))

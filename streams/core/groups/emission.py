@@ -49,9 +49,9 @@ def limits(state: GroupState, group: str, record: SourceRecord, before_ks: tuple
         previous = figures.get(sid)
         if now == previous:
             continue
-        figures = figures.set(sid, now) if now.live else figures.discard(sid)
+        figures = figures.set(sid, now) if now.live else figures.delete(sid)
         key = f"{group}/{sid}"
-        state, seq = state.next_seq(f"{REJECTION_LIMITS}:{key}")
+        state, seq = state.limit_seq(sid, f"{REJECTION_LIMITS}:{key}")
         live, n, big_n, x, m, refuse, alarm, offline, drained = now
         outputs.append(Emit(REJECTION_LIMITS, key, {
             "type": "RejectionLimit", "group": group, "scheduler": sid, "live": live, "K": state.K, "S": state.S,

@@ -67,10 +67,10 @@ def _lose(state: GroupState, scheduler: str, step: Step) -> GroupState:
         return state
     rest = state.by_n[old.n].discard(scheduler)
     jobs = state.held.get(scheduler, NO_JOBS)
-    owners = state.owners.update(dict.fromkeys(jobs))  # its owner nodes died with its session
+    owners = state.owners.added((job, None) for job in jobs)  # its owner nodes died with its session
     step.touched.add(scheduler)
     step.note = f"{scheduler} lost; {len(jobs)} of its jobs orphaned"
-    return state._replace(members=state.members.discard(scheduler), owners=owners,
+    return state._replace(members=state.members.delete(scheduler), owners=owners,
                           held=state.held.discard(scheduler), orphans=state.orphans.union(jobs),
                           by_n=state.by_n.set(old.n, rest) if rest else state.by_n.discard(old.n))
 
@@ -102,11 +102,11 @@ def _delete(state: GroupState, job: str, step: Step) -> GroupState:
         held = _discard(held, owner, job)
         step.touched.add(owner)
     step.note = f"job {job} deleted" + (f" (held by {owner})" if owner else "")
-    return state._replace(owners=state.owners.discard(job), held=held, orphans=state.orphans.discard(job))
+    return state._replace(owners=state.owners.delete(job), held=held, orphans=state.orphans.discard(job))
 
 
 def _acquire(state: GroupState, job: str, scheduler: str, step: Step) -> GroupState:
-    previous = state.owners.get(job, None)
+    previous = state.owners.get(job)
     if previous == scheduler:
         step.applied, step.note = False, f"{scheduler} holds job {job} already"
         return state
@@ -128,7 +128,7 @@ def _acquire(state: GroupState, job: str, scheduler: str, step: Step) -> GroupSt
 
 
 def _release(state: GroupState, job: str, scheduler: str, step: Step) -> GroupState:
-    owner = state.owners.get(job, None)
+    owner = state.owners.get(job)
     if job not in state.owners or owner != scheduler:
         step.applied = False
         step.note = f"stale release of job {job} by {scheduler} (owner: {owner or 'nobody'})"

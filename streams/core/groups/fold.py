@@ -92,6 +92,7 @@ def fold_event(state: GroupState, event: GroupEvent, record: SourceRecord,
                skipped: list[str] | None = None) -> tuple[GroupState, list[Emit]]:
     """Apply a parsed event (a snapshot as its corrections) and emit what changed."""
     skipped = skipped or []
+    state = state.begin()
     before_ks = (state.K, state.S)
     step = Step()
     fixes: list[dict[str, Any]] = []
@@ -110,4 +111,5 @@ def fold_event(state: GroupState, event: GroupEvent, record: SourceRecord,
     outputs: list[Emit] = []
     state = reindex(state, step.touched)
     state = limits(state, group, record, before_ks, step.touched, outputs)
-    return group_records(state, group, event.type, step, fixes, skipped, record, outputs)
+    state, outputs = group_records(state, group, event.type, step, fixes, skipped, record, outputs)
+    return state.fitted(), outputs

@@ -34,7 +34,7 @@ def member_fixes(state: GroupState, snap: MembershipSnapshot) -> list[tuple[Chan
     g = snap.group
     out: list[tuple[Change, str]] = []
     seen = {s.scheduler: s for s in snap.schedulers}
-    for sid in sorted(state.members.keys() - seen.keys()):
+    for sid in sorted(sid for sid in state.members if sid not in seen):
         out.append((SchedulerLost(group=g, scheduler=sid), f"{sid} is not registered in ZooKeeper"))
     for sid in sorted(seen):
         s, member = seen[sid], state.members.get(sid)
@@ -54,10 +54,10 @@ def job_fixes(state: GroupState, snap: MembershipSnapshot) -> list[tuple[Change,
     """The job events the snapshot shows missing, against a state whose schedulers it already fixed."""
     g = snap.group
     out: list[tuple[Change, str]] = []
-    for job in sorted(state.owners.keys() - snap.jobs.keys()):
+    for job in sorted(job for job in state.owners if job not in snap.jobs):
         out.append((JobDeleted(group=g, job=job), f"job {job} no longer exists"))
     for job in sorted(snap.jobs):
-        owner, known = snap.jobs[job], state.owners.get(job, None)
+        owner, known = snap.jobs[job], state.owners.get(job)
         if job not in state.owners:
             out.append((JobCreated(group=g, job=job), f"job {job} was never seen created"))
         if known is not None and known != owner:

@@ -4,7 +4,10 @@
 
 K counts existing jobs, S live registered schedulers, n_i is scheduler i's fault tolerance.
 State lives in persistent maps (structural sharing, O(log n) updates) and schedulers are
-indexed by n and by load, so a record costs what it changes, not what the group holds.
+indexed by n and by load, so a record costs what it changes, not what the group holds. What grows
+with the group (each job's owner; each scheduler's registration, last figures and seq) is kept in
+buckets by a hash of the name (`buckets.Buckets`), which the worker stores one table entry each,
+so a record rewrites the buckets of the jobs and schedulers it changed, not 100,000 jobs.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from pyrsistent import PMap, PSet, pmap, pset
+
+from streams.core.buckets import Buckets, Hashed, refitted
 
 
 def limit(K: int, S: int, n: int) -> int:
@@ -41,6 +46,11 @@ class Figures(NamedTuple):
     drained: bool
 
 
+Owners = Buckets[str | None]  # every existing job -> its owner (None: nobody holds it)
+NO_OWNERS: Owners = Buckets(Hashed())
+NO_MEMBERS: Buckets[Member] = Buckets(Hashed())
+NO_FIGURES: Buckets[Figures] = Buckets(Hashed())
+NO_SEQS: Buckets[int] = Buckets(Hashed())
 NO_JOBS: PSet[str] = pset()
 EMPTY: PMap[Any, Any] = pmap()
 
@@ -48,18 +58,20 @@ EMPTY: PMap[Any, Any] = pmap()
 class GroupState(NamedTuple):
     """One group, folded. `owners` maps every existing job to its owner (None: nobody holds it)."""
 
-    members: PMap[str, Member] = EMPTY
+    members: Buckets[Member] = NO_MEMBERS
     offline: PSet[str] = NO_JOBS
-    owners: PMap[str, str | None] = EMPTY
+    owners: Owners = NO_OWNERS
     held: PMap[str, PSet[str]] = EMPTY  # owner id (live or not) -> the jobs it holds
     orphans: PSet[str] = NO_JOBS  # existing jobs without a live owner
     by_n: PMap[int, PSet[str]] = EMPTY  # fault tolerance -> live schedulers with it
     by_load: PMap[tuple[int, int], PSet[str]] = EMPTY  # (X, n) -> live online schedulers: who gets offers
     load_of: PMap[str, tuple[int, int]] = EMPTY  # the inverse of by_load
-    figures: PMap[str, Figures] = EMPTY  # last figures emitted per scheduler
+    figures: Buckets[Figures] = NO_FIGURES  # last figures emitted per scheduler
+    limit_seqs: Buckets[int] = NO_SEQS  # scheduler -> last seq of its `RejectionLimit` records
     offers: PMap[str, str] = EMPTY  # last offers emitted
     capacity_ok: bool = True
-    seqs: PMap[str, int] = EMPTY  # output stream and key -> last seq (a group has one per scheduler)
+    seqs: PMap[str, int] = EMPTY  # the group's other output streams -> last seq (and, read from an entry written
+    # before the schedulers had a table of their own, each scheduler's until it is next numbered: `limit_seq`)
     offsets: Mapping[str, int] = EMPTY  # "topic:partition" -> last offset applied
     applied: int = 0  # inputs applied so far: the next one's `cause.position` is this + 1
 
@@ -91,6 +103,34 @@ class GroupState(NamedTuple):
     def next_seq(self, key: str) -> tuple[GroupState, int]:
         seq = self.seqs.get(key, 0) + 1
         return self._replace(seqs=self.seqs.set(key, seq)), seq
+
+    def limit_seq(self, scheduler: str, key: str) -> tuple[GroupState, int]:
+        """The next seq of `scheduler`'s `RejectionLimit` records (output stream and key `key`)."""
+        last = self.limit_seqs.get(scheduler)
+        seq = (self.seqs.get(key, 0) if last is None else last) + 1
+        return self._replace(limit_seqs=self.limit_seqs.set(scheduler, seq)), seq
+
+    def scheduler_count(self) -> int:
+        """Schedulers the state says anything of (registered, with last figures, or numbered)."""
+        return max(len(self.members), len(self.figures), len(self.limit_seqs))
+
+    def fitted(self) -> GroupState:
+        """The same state with as many buckets as it needs (`buckets.Hashed`): a record ends. The schedulers'
+        three maps share their buckets, so that a scheduler's table entry holds all that is said of it."""
+        state = self
+        of = refitted(self.owners.of, len(self.owners))
+        if of is not None:
+            state = state._replace(owners=self.owners.rebucketed(of))
+        of = refitted(self.members.of, self.scheduler_count())
+        if of is not None:
+            state = state._replace(members=self.members.rebucketed(of), figures=self.figures.rebucketed(of),
+                                   limit_seqs=self.limit_seqs.rebucketed(of))
+        return state
+
+    def begin(self) -> GroupState:
+        """The same state with no bucket touched yet: a record begins."""
+        return self._replace(owners=self.owners.untouched(), members=self.members.untouched(),
+                             figures=self.figures.untouched(), limit_seqs=self.limit_seqs.untouched())
 
 
 def reindex(state: GroupState, touched: Iterable[str]) -> GroupState:

@@ -6,12 +6,18 @@ import json
 from typing import Any
 
 from streams.core import groups
+from streams.core.groups.codec import stored
 from streams.core.outputs import Emit
 from tests.core.fold_log import FoldLog
 
 TOPIC_OF = {t: groups.SCHEDULER_EVENTS for t in ("SchedulerRegistered", "SchedulerLost", "SchedulerOfflineRequested",
                                                  "SchedulerOnlineRequested", "MembershipSnapshot")}
 TOPIC_OF |= {t: groups.JOB_EVENTS for t in ("JobCreated", "JobDeleted", "JobAcquired", "JobReleased")}
+
+
+def reloaded(state: groups.GroupState) -> groups.GroupState:
+    """The state as a worker reads it back from its tables: the group's entry and its buckets, as JSON."""
+    return groups.load(*json.loads(json.dumps([groups.dump(state), *stored(state)])))
 
 
 class GroupLog(FoldLog[groups.GroupState]):

@@ -10,7 +10,7 @@ from schemas.limits import Alert, GroupHealth, JobOffers, RejectionLimit
 from schemas.records import DeadLetter
 from streams.core import groups
 from streams.core.outputs import DLQ
-from tests.core.groups.group_log import GroupLog, of
+from tests.core.groups.group_log import GroupLog, of, reloaded
 
 
 @pytest.mark.parametrize(("K", "expected"), [(10, [3, 3, 4, 6, 11]), (12, [4, 4, 5, 7, 13]), (15, [4, 4, 6, 8, 16])])
@@ -208,7 +208,7 @@ def test_redelivered_record_yields_nothing_and_dump_load_round_trips() -> None:
     log.register("A")
     log.jobs(2)
     log.acquire("j000", "A")
-    assert groups.load(json.loads(json.dumps(groups.dump(log.state)))) == log.state
+    assert reloaded(log.state) == log.state
     record_state = log.state
     log.offsets[groups.JOB_EVENTS] -= 1  # the same offset again
     assert log.send("JobDeleted", job="j000") == []

@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import heapq
 import json
+import random
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streams.core import groups
-from tests.core.groups.group_log import GroupLog, of
+from streams.core.groups.codec import (
+    dump_jobs,
+    dump_schedulers,
+    jobs_listed,
+    jobs_touched,
+    schedulers_listed,
+    schedulers_touched,
+)
+from tests.core.groups.group_log import GroupLog, of, reloaded
 
 IDS = ["A", "B", "C", "D", "E"]
 
@@ -100,7 +109,17 @@ def assert_consistent(state: groups.GroupState) -> None:
     assert len(pairs) == len({job for job, _ in pairs})
     assert sorted(pairs) == sorted((j, o) for j, o in state.owners.items() if o is not None)
     assert set(state.orphans) == {j for j, o in state.owners.items() if o is None or o not in state.members}
-    assert groups.load(json.loads(json.dumps(groups.dump(state)))) == state
+    assert reloaded(state) == state
+
+
+def inline(state: groups.GroupState, group: str = "g") -> dict[str, Any]:
+    """The group's entry as tribunal wrote it before jobs and schedulers had tables of their own: all in it."""
+    entry = {k: v for k, v in groups.dump(state).items() if k not in ("jobs", "schedulers")}
+    seqs = {f"{groups.REJECTION_LIMITS}:{group}/{sid}": seq for sid, seq in state.limit_seqs.items()}
+    return {**entry, "owners": dict(sorted(state.owners.items())),
+            "members": {sid: [m.address, m.n, m.M] for sid, m in sorted(state.members.items())},
+            "figures": {sid: list(f) for sid, f in sorted(state.figures.items())},
+            "seqs": dict(sorted({**entry["seqs"], **seqs}.items()))}
 
 
 @settings(max_examples=150, deadline=None)
@@ -189,3 +208,68 @@ def test_indexed_offers_equal_the_full_scan(script: list[tuple[str, int, int]]) 
     for event in world_of(script).events:
         deliver(log, event)
         assert groups.offers(log.state) == offers_by_full_scan(log.state)
+
+
+class Tables:
+    """A group's entries in the worker's three tables, written as the worker writes them: the buckets a record
+    touched, and the group's entry."""
+
+    def __init__(self) -> None:
+        self.jobs: dict[str, Any] = {}
+        self.schedulers: dict[str, Any] = {}
+        self.entry: dict[str, Any] | None = None
+
+    def write(self, before: groups.GroupState, after: groups.GroupState) -> None:
+        for name in jobs_touched(before, after):
+            self.jobs[name] = dump_jobs(after, name)
+        for name in schedulers_touched(before, after):
+            self.schedulers[name] = dump_schedulers(after, name)
+        self.entry = groups.dump(after)
+
+    def read(self) -> groups.GroupState:
+        """The state a worker reads back (as JSON, the tables' encoding)."""
+        stored = [{name: self.jobs.get(name) for name in jobs_listed(self.entry)},
+                  {name: self.schedulers.get(name) for name in schedulers_listed(self.entry)}]
+        return groups.load(*json.loads(json.dumps([self.entry, *stored])))
+
+
+@settings(max_examples=200, deadline=None)
+@given(ops, st.integers(0, 80))
+def test_the_buckets_a_record_touched_are_all_it_changed(script: list[tuple[str, int, int]], split: int) -> None:
+    """The worker rewrites only the buckets a record touched: kept that way, what the tables hold is the state,
+    also across a worker that reads an entry holding jobs and schedulers inline (written by an earlier version)
+    at `split`, and writes every bucket after its next record. The outputs go on as if nothing was reloaded."""
+    log, plain, tables = GroupLog(), GroupLog(), Tables()
+    for i, event in enumerate(world_of(script).events):
+        if i == split:
+            log.state = groups.load(json.loads(json.dumps(inline(log.state))))
+            tables = Tables()
+        before = log.state
+        assert [e.value_bytes() for e in deliver(log, event)] == [e.value_bytes() for e in deliver(plain, event)]
+        tables.write(before, log.state)
+        assert tables.read() == log.state
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(100, 400), st.integers(0, 2**32 - 1))
+def test_a_group_growing_and_shrinking_is_rebucketed_and_its_tables_stay_whole(jobs: int, seed: int) -> None:
+    """Buckets double as a group grows past 32 names a bucket and halve as it shrinks (`buckets.Hashed`); each
+    time every bucket of both sizes is written, and what the tables hold stays the state."""
+    rng = random.Random(seed)
+    log, tables = GroupLog(), Tables()
+    names = [f"job-{rng.getrandbits(40):x}" for _ in range(jobs)]
+    events = [("SchedulerRegistered", {"scheduler": f"s{i}", "address": f"s{i}:1", "fault_tolerance": 1,
+                                       "alarm_threshold": jobs}) for i in range(rng.randrange(40, 120))]
+    events += [("JobCreated", {"job": job}) for job in names]
+    events += [("JobDeleted", {"job": job}) for job in rng.sample(names, len(names))]
+    events += [("SchedulerLost", {"scheduler": f"s{i}"}) for i in range(len(events) - 2 * jobs)]
+    sizes = set()
+    for kind, fields in events:
+        before = log.state
+        log.send(kind, **fields)
+        tables.write(before, log.state)
+        sizes.add((log.state.owners.of.bits, log.state.members.of.bits))  # type: ignore[attr-defined]
+        assert tables.read() == log.state
+    assert {bits for bits, _ in sizes} >= {0, 1, 2}, sizes
+    assert {bits for _, bits in sizes} >= {0, 1}, sizes
+    assert log.state.owners.of.bits == 0  # type: ignore[attr-defined]
