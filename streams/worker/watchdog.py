@@ -26,6 +26,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from aiokafka.errors import KafkaError
+
 from streams.worker.sideband import Sideband
 from streams.worker.surface import App
 
@@ -55,6 +57,14 @@ class Watchdog:
                  if tp.topic in self.inputs]
         if not owned:
             return
+        try:
+            await self._compare(owned)
+        except (TimeoutError, KafkaError, OSError) as error:
+            # A broker gone (a replica of the cluster lost, a coordinator moving) must not end the worker: a
+            # timer's exception would crash Faust's app. The stall clock keeps running; the next check asks again.
+            log.warning("stall check skipped: the cluster did not answer (%s)", error)
+
+    async def _compare(self, owned: list[Any]) -> None:
         consumer, _ = await self.sideband.clients()
         ends = await consumer.end_offsets(owned)
         committed = await self.sideband.committed(self.app.conf.id, owned)
