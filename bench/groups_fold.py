@@ -30,7 +30,7 @@ from machine import describe  # type: ignore[import-not-found]
 
 from streams.collector import fewer_collections
 from streams.core import groups
-from streams.core.groups.codec import dump_jobs, dump_schedulers, jobs_touched, schedulers_touched, stored
+from streams.core.groups.codec import dump_bucket, stored, touched
 from streams.core.groups.state import NO_FIGURES, NO_MEMBERS, NO_OWNERS
 from streams.core.source import SourceRecord
 
@@ -47,7 +47,7 @@ def setup(schedulers: int, jobs: int) -> tuple[groups.GroupState, list[str]]:
                                  for i, sid in enumerate(ids)),
         owners=NO_OWNERS.added((f"j{j:06d}", ids[j % len(ids)]) for j in range(jobs)))
     built = built._replace(figures=NO_FIGURES.added((sid, built.figures_of(sid)) for sid in ids))
-    return groups.load(groups.dump(built), *stored(built)), ids
+    return groups.load(groups.dump(built), stored(built)), ids
 
 
 def workload(ids: list[str], jobs: int, records: int, seed: int = 11) -> list[tuple[str, dict[str, object]]]:
@@ -89,10 +89,8 @@ def run(state: groups.GroupState, log: list[SourceRecord], writes: bool = False)
         folded = clock()
         if writes:
             written += len(codecs.dumps("json", groups.dump(after)))
-            for name in sorted(jobs_touched(state, after)):
-                written += len(codecs.dumps("json", dump_jobs(after, name)))
-            for name in sorted(schedulers_touched(state, after)):
-                written += len(codecs.dumps("json", dump_schedulers(after, name)))
+            for name in sorted(touched(state, after)):
+                written += len(codecs.dumps("json", dump_bucket(after, name)))
             write_s += clock() - folded
         fold_s += folded - started
         outputs += len(emitted)
@@ -102,7 +100,7 @@ def run(state: groups.GroupState, log: list[SourceRecord], writes: bool = False)
 
 def write_inline(state: groups.GroupState, log: list[SourceRecord], limit: int) -> float:
     """Seconds a record to encode the group's one entry with every job and scheduler inline (the layout before
-    `group-jobs` and `group-schedulers`)."""
+    `group-buckets`)."""
     spent = 0.0
     for record in log[:limit]:
         state = groups.apply(state, record, record.topic)[0]

@@ -108,9 +108,7 @@ GROUPS: Fold[groups.GroupState] = Fold(
     "groups", groups.INPUTS, groups.OUTPUTS, frozenset({groups.REJECTION_LIMITS}), groups.GroupState, groups.apply,
     groups.key_of, tables=(Table("group-state", group_codec.dump),), load=group_codec.load,
     describe=group_view.describe, explain=group_view.explain, render=group_view.render,
-    parts=(Parts("group-jobs", group_codec.jobs_touched, group_codec.dump_jobs, group_codec.jobs_listed),
-           Parts("group-schedulers", group_codec.schedulers_touched, group_codec.dump_schedulers,
-                 group_codec.schedulers_listed)))
+    parts=(Parts("group-buckets", group_codec.touched, group_codec.dump_bucket, group_codec.listed),))
 DISPATCH: Fold[dispatch.DispatchState] = Fold(
     "dispatch", dispatch.INPUTS, dispatch.OUTPUTS, frozenset({dispatch.DISPATCHER_HEALTH}), dispatch.DispatchState,
     dispatch.apply, dispatch.key_of, tables=(Table("dispatch-state", dispatch.dump),), load=dispatch.load,

@@ -82,6 +82,7 @@ def create_app(settings: Settings) -> faust.App:
     faust_private.check()
     faust_private.ask_the_broker_for_highwaters()
     faust_private.recover_past_aborted_transactions_soon()
+    faust_private.recover_from_the_start_when_unsure()
     faust_private.commit_transactions_at_once()
     faust_private.retry_transactions_soon()
     faust_private.deliver_without_tasks()
@@ -116,6 +117,7 @@ def create_app(settings: Settings) -> faust.App:
     )
     progress = Progress()
     continuity = Continuity(app, settings.kafka_bootstrap)
+    faust_private.end_recovery_only_when_read(app, continuity.first_offset_from)
     keepers = [Keeper[Any](fold, [_table(app, t.name, settings) for t in fold.tables],
                            [_table(app, p.name, settings) for p in fold.parts]) for fold in folds.FOLDS]
     checkpoint = Checkpoint(app, settings, continuity, keepers, settings.max_batch, settings.commit_interval)

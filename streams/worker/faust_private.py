@@ -61,6 +61,24 @@ into Faust only through a function here, so a Faust upgrade means reading this o
   same check is made ten times sooner (`faust.tables.recovery.asyncio`, replaced in that module by
   one whose `wait_for` shortens that wait alone).
 
+* `recover_from_the_start_when_unsure`: recovery starts a changelog partition after the offset its
+  store persisted, else (no offset stored: tribunal writes its stores itself, and discards them at
+  start) after whatever figure its in-memory `active_offsets` still held for it, left over from an
+  earlier assignment, or written there by a check of an earlier generation that raced the
+  rebalance ("dictionary changed size during iteration"). Then a partition that came back to a
+  worker which held it before was counted as read to its highwater with nothing in its store:
+  three workers with partitions moving away and back lost pools' policies
+  (tests/worker/test_scale_out.py, `moving`). Without a stored offset it now reads from the start
+  (`Recovery._add`, replaced for the whole process).
+* `end_recovery_only_when_read`: the same check (`detect_aborted_tx` in `_slurp_changelogs`,
+  the only caller of the consumer's `position` in Faust) ends a changelog partition's recovery at
+  its highwater once the consumer's position has reached it, taking the records in between for
+  aborted ones. But the position moves when records are fetched, not applied, and Faust drops
+  fetched records around rebalances (a stopped flow, a changed generation, a paused partition).
+  The position is now reported as reached only when the side consumer finds no committed record
+  between what recovery applied and the highwater; otherwise the partition is read again from the
+  first such record (`ThreadDelegateConsumer.position`, replaced for the whole process).
+
 `check()` runs before the app is built and names whatever a Faust upgrade moved.
 """
 
@@ -70,7 +88,7 @@ import asyncio
 import inspect
 import logging
 import weakref
-from collections.abc import Callable, Coroutine, Generator, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
 from typing import Any
 
 from streams.errors import TribunalError
@@ -78,6 +96,7 @@ from streams.errors import TribunalError
 log = logging.getLogger(__name__)
 
 _INSTANCE_ATTRIBUTES = ("_gap", "_acked", "_acked_index", "_unacked_messages")
+_ORIGINALS: dict[str, Any] = {}  # Faust's own functions that a replacement calls, kept from the first replacement
 
 
 def check() -> None:
@@ -104,6 +123,15 @@ def check() -> None:
     slurp = inspect.getsource(faust.tables.recovery.Recovery._slurp_changelogs.fun)  # a `Service.task`
     if f"changelog_queue.get(), timeout={RECOVERY_WAIT}" not in slurp or "timeout_count > 1" not in slurp:
         missing.append(f"Recovery._slurp_changelogs waiting {RECOVERY_WAIT} s twice for an empty changelog queue")
+    add = inspect.getsource(faust.tables.recovery.Recovery._add)
+    if "table.persisted_offset(tp)" not in add or "offsets.setdefault(tp, None)" not in add:
+        missing.append("Recovery._add keeping an in-memory offset when the store has none")
+    if "self.app.consumer.position(tp)" not in slurp:
+        missing.append("Recovery._slurp_changelogs ending a partition's recovery by the consumer's position")
+    from faust.transport.consumer import ThreadDelegateConsumer
+
+    if not hasattr(ThreadDelegateConsumer, "position") or not hasattr(ThreadDelegateConsumer, "seek"):
+        missing.append("ThreadDelegateConsumer.position and seek")
     if "terminal.logtable(" not in inspect.getsource(Consumer._commit_offsets):
         missing.append("Consumer._commit_offsets drawing its offsets with terminal.logtable")
     init = inspect.getsource(Consumer.__init__)
@@ -139,6 +167,43 @@ def ask_the_broker_for_highwaters() -> None:
         return await self._ensure_consumer().end_offsets(partitions)
 
     AIOKafkaConsumerThread._highwaters = _highwaters
+
+
+def recover_from_the_start_when_unsure() -> None:
+    from faust.tables.recovery import Recovery
+
+    def _add(self: Any, table: Any, tp: Any, offsets: Any) -> None:
+        self.tp_to_table[tp] = table
+        stored, remembered = table.persisted_offset(tp), offsets.get(tp)
+        if stored is None and remembered is not None and remembered >= 0:  # -1: from the start anyway
+            log.info("recovery of %s[%d] reads from the start: its store has no offset (Faust would have "
+                     "started after %d, a figure left in memory)", tp.topic, tp.partition, remembered)
+        offsets[tp] = stored
+
+    Recovery._add = _add
+
+
+def end_recovery_only_when_read(app: Any,
+                                first_committed: Callable[[str, int, int, int], Awaitable[int | None]]) -> None:
+    from faust.transport.consumer import ThreadDelegateConsumer
+
+    real = _ORIGINALS.setdefault("position", ThreadDelegateConsumer.position)  # once, whatever apps a process builds
+
+    async def position(self: Any, tp: Any) -> int | None:
+        at = await real(self, tp)
+        recovery = app.tables.recovery
+        applied, highwater = recovery.active_offsets.get(tp), recovery.active_highwaters.get(tp)
+        if at is None or applied is None or highwater is None or at < highwater or applied >= highwater:
+            return at
+        first = await first_committed(tp.topic, tp.partition, applied + 1, highwater)
+        if first is None:
+            return at  # only aborted records and markers are left: recovery may end here
+        log.warning("recovery of %s[%d] had fetched to %d but applied only to %d, with a committed record at %d: "
+                    "reading from there again", tp.topic, tp.partition, at, applied, first)
+        await self.seek(tp, first)
+        return applied
+
+    ThreadDelegateConsumer.position = position
 
 
 class _Rest:

@@ -1,10 +1,10 @@
 """A group's state as JSON for the worker's tables, and back; the derived indexes are rebuilt on load.
 
-Three tables: `group-state` holds what is the group's alone (offline list, offers, its other
-streams' seqs, offsets) and how many buckets it has, rewritten by every record; `group-jobs` holds
-each bucket of jobs and their owners under `group/bucket`, and `group-schedulers` each bucket of
-schedulers (registration, last figures, seq), each rewritten only when a record changed one of its
-jobs or schedulers. Buckets hold about 32 names at most (`buckets.Hashed`), so a record writes
+Two tables: `group-state` holds what is the group's alone (offline list, offers, its other
+streams' seqs, offsets) and how many buckets it has, rewritten by every record; `group-buckets`
+holds each bucket of jobs and their owners (`group/j<bucket>`) and each bucket of schedulers
+(registration, last figures, seq: `group/s<bucket>`), each rewritten only when a record changed
+one of its jobs or schedulers. Buckets hold about 32 names at most (`buckets.Hashed`), so a record writes
 about the same bytes in a group of 1,000 jobs as in one of 100,000. An entry written before the
 jobs and schedulers had tables of their own holds them inline (`owners`, `members`, `figures`, and
 each scheduler's seq in `seqs`): it is read as it is, and every bucket is written at the next batch.
@@ -23,6 +23,7 @@ from streams.core.groups.state import Figures, GroupState, Member
 
 Stored = Mapping[str, Mapping[str, Any] | None]  # a table's entries for one group: bucket name -> entry
 NONE_STORED: Stored = Map()
+JOBS, SCHEDULERS = "j", "s"  # the two kinds of bucket in `group-buckets`, by the first letter of their names
 
 
 def dump(state: GroupState) -> dict[str, Any]:
@@ -65,31 +66,35 @@ def dump_schedulers(state: GroupState, name: str) -> dict[str, dict[str, Any]]:
     return dict(sorted(out.items()))
 
 
-def jobs_touched(before: GroupState, after: GroupState) -> frozenset[str]:
-    """The job buckets a record changed."""
-    return changed(before.owners, after.owners)
+def touched(before: GroupState, after: GroupState) -> frozenset[str]:
+    """The buckets a record changed."""
+    jobs = changed(before.owners, after.owners)
+    schedulers = (changed(before.members, after.members) | changed(before.figures, after.figures)
+                  | changed(before.limit_seqs, after.limit_seqs))
+    if not (jobs or schedulers):
+        return frozenset()
+    return frozenset([JOBS + name for name in jobs] + [SCHEDULERS + name for name in schedulers])
 
 
-def schedulers_touched(before: GroupState, after: GroupState) -> frozenset[str]:
-    """The scheduler buckets a record changed."""
-    return (changed(before.members, after.members) | changed(before.figures, after.figures)
-            | changed(before.limit_seqs, after.limit_seqs))
+def dump_bucket(state: GroupState, name: str) -> dict[str, Any]:
+    """One bucket's entry, jobs or schedulers by the first letter of its name."""
+    return dump_jobs(state, name[1:]) if name[0] == JOBS else dump_schedulers(state, name[1:])
 
 
-def jobs_listed(entry: Mapping[str, Any] | None) -> list[str]:
-    """The job buckets a `group-state` entry has (none in an entry that holds its jobs inline)."""
-    return Hashed(entry["job_bits"]).names() if entry and "job_bits" in entry else []
+def _names(entry: Mapping[str, Any] | None, field: str) -> list[str]:
+    return Hashed(entry[field]).names() if entry and field in entry else []
 
 
-def schedulers_listed(entry: Mapping[str, Any] | None) -> list[str]:
-    """The scheduler buckets a `group-state` entry has (none in an entry that holds its schedulers inline)."""
-    return Hashed(entry["scheduler_bits"]).names() if entry and "scheduler_bits" in entry else []
+def listed(entry: Mapping[str, Any] | None) -> list[str]:
+    """The buckets a `group-state` entry has (none in an entry that holds its jobs and schedulers inline)."""
+    return [JOBS + name for name in _names(entry, "job_bits")] + [SCHEDULERS + name
+                                                                   for name in _names(entry, "scheduler_bits")]
 
 
-def stored(state: GroupState) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Every job bucket's entry and every scheduler bucket's: the state as `load` takes it, after `dump`."""
-    return ({name: dump_jobs(state, name) for name in state.owners.buckets},
-            {name: dump_schedulers(state, name) for name in _scheduler_buckets(state)})
+def stored(state: GroupState) -> dict[str, Any]:
+    """Every bucket's entry: the state as `load` takes it, after `dump`."""
+    return {**{JOBS + name: dump_jobs(state, name) for name in state.owners.buckets},
+            **{SCHEDULERS + name: dump_schedulers(state, name) for name in _scheduler_buckets(state)}}
 
 
 def _sized(items: set[str]) -> PSet[str]:
@@ -97,21 +102,20 @@ def _sized(items: set[str]) -> PSet[str]:
     return pset(items, pre_size=2 * len(items) + 8)
 
 
-def load(data: Mapping[str, Any] | None, jobs: Stored = NONE_STORED, schedulers: Stored = NONE_STORED) -> GroupState:
-    """The inverse of `dump`, `dump_jobs` and `dump_schedulers`; the derived indexes (held, orphans, by_n) are
-    rebuilt from owners."""
+def load(data: Mapping[str, Any] | None, stored: Stored = NONE_STORED) -> GroupState:
+    """The inverse of `dump` and `dump_bucket`; the derived indexes (held, orphans, by_n) are rebuilt from owners."""
     if not data:
         return GroupState()
     inline_jobs, inline_schedulers = "owners" in data, "members" in data
     owners: dict[str, str | None] = dict(data["owners"]) if inline_jobs else {
-        job: owner for name in jobs_listed(data) for job, owner in (jobs.get(name) or {}).items()}
+        job: owner for name in _names(data, "job_bits") for job, owner in (stored.get(JOBS + name) or {}).items()}
     if inline_schedulers:
         entries: dict[str, Mapping[str, Any]] = {sid: {"member": m} for sid, m in data["members"].items()}
         for sid, f in data["figures"].items():
             entries[sid] = {**entries.get(sid, {}), "figures": f}
     else:
-        entries = {sid: entry for name in schedulers_listed(data)
-                   for sid, entry in (schedulers.get(name) or {}).items()}
+        entries = {sid: entry for name in _names(data, "scheduler_bits")
+                   for sid, entry in (stored.get(SCHEDULERS + name) or {}).items()}
     members = {sid: Member(sid, a, int(n), int(m)) for sid, e in entries.items() if "member" in e
                for a, n, m in [e["member"]]}
     held: dict[str, set[str]] = {}

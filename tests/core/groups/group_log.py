@@ -17,7 +17,7 @@ TOPIC_OF |= {t: groups.JOB_EVENTS for t in ("JobCreated", "JobDeleted", "JobAcqu
 
 def reloaded(state: groups.GroupState) -> groups.GroupState:
     """The state as a worker reads it back from its tables: the group's entry and its buckets, as JSON."""
-    return groups.load(*json.loads(json.dumps([groups.dump(state), *stored(state)])))
+    return groups.load(*json.loads(json.dumps([groups.dump(state), stored(state)])))
 
 
 class GroupLog(FoldLog[groups.GroupState]):

@@ -11,14 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from streams.core import groups
-from streams.core.groups.codec import (
-    dump_jobs,
-    dump_schedulers,
-    jobs_listed,
-    jobs_touched,
-    schedulers_listed,
-    schedulers_touched,
-)
+from streams.core.groups.codec import dump_bucket, listed, touched
 from tests.core.groups.group_log import GroupLog, of, reloaded
 
 IDS = ["A", "B", "C", "D", "E"]
@@ -211,26 +204,22 @@ def test_indexed_offers_equal_the_full_scan(script: list[tuple[str, int, int]]) 
 
 
 class Tables:
-    """A group's entries in the worker's three tables, written as the worker writes them: the buckets a record
+    """A group's entries in the worker's two tables, written as the worker writes them: the buckets a record
     touched, and the group's entry."""
 
     def __init__(self) -> None:
-        self.jobs: dict[str, Any] = {}
-        self.schedulers: dict[str, Any] = {}
+        self.buckets: dict[str, Any] = {}
         self.entry: dict[str, Any] | None = None
 
     def write(self, before: groups.GroupState, after: groups.GroupState) -> None:
-        for name in jobs_touched(before, after):
-            self.jobs[name] = dump_jobs(after, name)
-        for name in schedulers_touched(before, after):
-            self.schedulers[name] = dump_schedulers(after, name)
+        for name in touched(before, after):
+            self.buckets[name] = dump_bucket(after, name)
         self.entry = groups.dump(after)
 
     def read(self) -> groups.GroupState:
         """The state a worker reads back (as JSON, the tables' encoding)."""
-        stored = [{name: self.jobs.get(name) for name in jobs_listed(self.entry)},
-                  {name: self.schedulers.get(name) for name in schedulers_listed(self.entry)}]
-        return groups.load(*json.loads(json.dumps([self.entry, *stored])))
+        stored = {name: self.buckets.get(name) for name in listed(self.entry)}
+        return groups.load(*json.loads(json.dumps([self.entry, stored])))
 
 
 @settings(max_examples=200, deadline=None)
