@@ -117,7 +117,7 @@ def create_app(settings: Settings) -> faust.App:
     )
     progress = Progress()
     continuity = Continuity(app, settings.kafka_bootstrap)
-    faust_private.end_recovery_only_when_read(app, continuity.first_offset_from)
+    faust_private.end_recovery_only_when_read(app, continuity.first_offsets_from)
     keepers = [Keeper[Any](fold, [_table(app, t.name, settings) for t in fold.tables],
                            [_table(app, p.name, settings) for p in fold.parts]) for fold in folds.FOLDS]
     checkpoint = Checkpoint(app, settings, continuity, keepers, settings.max_batch, settings.commit_interval)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from faust.types import TP
@@ -78,35 +79,49 @@ class Continuity:
         return self.positions.done_offsets()
 
     async def first_offset_from(self, topic: str, partition: int, start: int, before: int) -> int | None:
-        """The offset of the first record Kafka holds in [start, before), or None if it holds none there.
+        """The offset of the first record Kafka holds in [start, before), or None if it holds none there."""
+        return (await self.first_offsets_from({(topic, partition): (start, before)}))[(topic, partition)]
+
+    async def first_offsets_from(self, asks: Mapping[tuple[str, int], tuple[int, int]]
+                                 ) -> dict[tuple[str, int], int | None]:
+        """`first_offset_from` for several partitions at once, each (topic, partition) -> (start, before).
 
         An empty fetch proves nothing (a fresh consumer on a loaded broker can time out), so this
         reads until a record comes or the side consumer's position has passed `before`; after a
         minute of neither it restarts the worker rather than guess. One question at a time: every
-        fold's agent and the stall watchdog ask through the one side consumer, which each question
-        re-assigns.
+        fold's agent, the stall watchdog and recovery's end ask through the one side consumer,
+        which each question re-assigns.
         """
         async with self._asking:
-            return await self._first_offset_from(topic, partition, start, before)
+            return await self._first_offsets_from(asks)
 
-    async def _first_offset_from(self, topic: str, partition: int, start: int, before: int) -> int | None:
+    async def _first_offsets_from(self, asks: Mapping[tuple[str, int], tuple[int, int]]
+                                  ) -> dict[tuple[str, int], int | None]:
         from aiokafka import TopicPartition
 
         consumer, _ = await self.sideband.clients()
-        tp = TopicPartition(topic, partition)
-        consumer.assign([tp])
-        consumer.seek(tp, start)
+        tps = {TopicPartition(*key): key for key in asks}
+        consumer.assign(list(tps))
+        for tp, key in tps.items():
+            consumer.seek(tp, asks[key][0])
+        found: dict[tuple[str, int], int | None] = {}
         deadline = time.monotonic() + 60
         while True:
-            batch = await consumer.getmany(tp, timeout_ms=1000, max_records=1)
-            records = batch.get(tp, [])
-            if records:
-                return records[0].offset if records[0].offset < before else None
-            if await consumer.position(tp) >= before:
-                return None
+            waiting = [tp for tp, key in tps.items() if key not in found]
+            if not waiting:
+                return found
+            batch = await consumer.getmany(*waiting, timeout_ms=100)
+            for tp in waiting:
+                key, before = tps[tp], asks[tps[tp]][1]
+                records = batch.get(tp, [])
+                if records:
+                    found[key] = records[0].offset if records[0].offset < before else None
+                elif await consumer.position(tp) >= before:  # only aborted records and markers: read past them
+                    found[key] = None
             if time.monotonic() > deadline:
-                log.error("%s[%d]: cannot read offsets %d..%d to check for skipped records; restarting",
-                          topic, partition, start, before)
+                log.error("cannot read %s to check for records; restarting",
+                          ", ".join(f"{t}[{p}] {asks[(t, p)][0]}..{asks[(t, p)][1]}" for t, p in asks
+                                    if (t, p) not in found))
                 restart_in_place()
 
     async def admit(self, event: Event) -> bool:

@@ -183,11 +183,16 @@ def recover_from_the_start_when_unsure() -> None:
     Recovery._add = _add
 
 
+Asks = Mapping[tuple[str, int], tuple[int, int]]  # (topic, partition) -> [start, before)
+
+
 def end_recovery_only_when_read(app: Any,
-                                first_committed: Callable[[str, int, int, int], Awaitable[int | None]]) -> None:
+                                first_committed: Callable[[Asks], Awaitable[Mapping[tuple[str, int], int | None]]]
+                                ) -> None:
     from faust.transport.consumer import ThreadDelegateConsumer
 
     real = _ORIGINALS.setdefault("position", ThreadDelegateConsumer.position)  # once, whatever apps a process builds
+    answers: dict[tuple[str, int], tuple[int, int, int | None]] = {}  # -> (applied, highwater, first committed)
 
     async def position(self: Any, tp: Any) -> int | None:
         at = await real(self, tp)
@@ -195,11 +200,24 @@ def end_recovery_only_when_read(app: Any,
         applied, highwater = recovery.active_offsets.get(tp), recovery.active_highwaters.get(tp)
         if at is None or applied is None or highwater is None or at < highwater or applied >= highwater:
             return at
-        first = await first_committed(tp.topic, tp.partition, applied + 1, highwater)
+        key = (tp.topic, tp.partition)
+        known = answers.get(key)
+        if known is None or known[:2] != (applied, highwater):
+            # Asked for every partition recovery has not finished at once: one fetch, not one per partition
+            # (after a SIGKILL each changelog partition ends in an aborted transaction, and this is asked of all).
+            asks = {(other.topic, other.partition): (done + 1, end) for other, end in list(
+                recovery.active_highwaters.items()) if end is not None
+                and (done := recovery.active_offsets.get(other)) is not None and done < end}
+            asks[key] = (applied + 1, highwater)
+            found = await first_committed(asks)
+            answers.update({k: (start - 1, before, found[k]) for k, (start, before) in asks.items()})
+            known = answers[key]
+        first = known[2]
         if first is None:
             return at  # only aborted records and markers are left: recovery may end here
         log.warning("recovery of %s[%d] had fetched to %d but applied only to %d, with a committed record at %d: "
                     "reading from there again", tp.topic, tp.partition, at, applied, first)
+        answers.pop(key)
         await self.seek(tp, first)
         return applied
 
