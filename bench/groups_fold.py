@@ -46,7 +46,7 @@ def setup(schedulers: int, jobs: int) -> tuple[groups.GroupState, list[str]]:
         members=NO_MEMBERS.added((sid, groups.Member(sid, f"{sid}:7000", 1 + i % 3, jobs))
                                  for i, sid in enumerate(ids)),
         owners=NO_OWNERS.added((f"j{j:06d}", ids[j % len(ids)]) for j in range(jobs)))
-    built = built._replace(figures=NO_FIGURES.added((sid, built.figures_of(sid)) for sid in ids))
+    built = built._replace(figures=NO_FIGURES.added((sid, built.figures_of(sid)) for sid in ids)).fitted()
     return groups.load(groups.dump(built), stored(built)), ids
 
 

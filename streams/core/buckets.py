@@ -55,8 +55,11 @@ class Hashed:
 
 
 def refitted(of: Callable[[str], str], count: int) -> Hashed | None:
-    """Buckets for `count` items, or None while `of`'s fit them."""
-    return None if isinstance(of, Hashed) and of.fits(count) else Hashed.fitting(count)
+    """Buckets for `count` items, or None while `of`'s fit them (or are as many as there may be)."""
+    if isinstance(of, Hashed) and of.fits(count):
+        return None
+    fit = Hashed.fitting(count)
+    return None if fit == of else fit
 
 
 class Unwritten(frozenset[str]):
@@ -67,7 +70,8 @@ class Unwritten(frozenset[str]):
 class Buckets(Generic[V]):
     """Keys to values, in buckets by `of(key)`. Persistent: every change returns a new `Buckets`.
 
-    Two maps are equal when they hold the same items: what a record touched is not the state.
+    Two maps are equal when they hold the same items in the same buckets: what a record touched is
+    not the state.
     """
 
     __slots__ = ("buckets", "count", "of", "touched")
@@ -149,10 +153,13 @@ class Buckets(Generic[V]):
         return self._with(self.buckets.set(name, bucket) if bucket else self.buckets.delete(name), self.count - 1,
                           (name,))
 
-    def rebucketed(self, of: Callable[[str], str]) -> Buckets[V]:
-        """The same items in the buckets of `of`: every bucket of both is touched (the old ones are written empty)."""
+    def rebucketed(self, of: Hashed) -> Buckets[V]:
+        """The same items in the buckets of `of`, every one of which is touched: an empty one is written empty,
+        so that no entry left from an earlier time at this size is read. The old buckets are left as they are
+        (never read while the map has another size), so a crash between two writes never empties a bucket
+        that the stored size still names."""
         moved = Buckets.of_items(of, self.items())
-        return Buckets(of, moved.buckets, moved.count, self.touched.union(self.buckets.keys(), moved.buckets.keys()))
+        return Buckets(of, moved.buckets, moved.count, self.touched.union(of.names()))
 
     def untouched(self) -> Buckets[V]:
         """The same items with nothing touched yet (a record begins)."""

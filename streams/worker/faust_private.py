@@ -77,7 +77,11 @@ into Faust only through a function here, so a Faust upgrade means reading this o
   fetched records around rebalances (a stopped flow, a changed generation, a paused partition).
   The position is now reported as reached only when the side consumer finds no committed record
   between what recovery applied and the highwater; otherwise the partition is read again from the
-  first such record (`ThreadDelegateConsumer.position`, replaced for the whole process).
+  first such record (`ThreadDelegateConsumer.position`, replaced for the whole process, for the
+  one app a worker process builds). A rebalance while the side consumer is asked makes the answer
+  void. A partition kept across a rebalance whose store has no offset is read again from the
+  start, as Faust would read a new one: correct, and the cost of a rebalance grows with the
+  changelogs (compacted: with the live keys).
 
 `check()` runs before the app is built and names whatever a Faust upgrade moved.
 """
@@ -209,8 +213,12 @@ def end_recovery_only_when_read(app: Any,
                 recovery.active_highwaters.items()) if end is not None
                 and (done := recovery.active_offsets.get(other)) is not None and done < end}
             asks[key] = (applied + 1, highwater)
-            found = await first_committed(asks)
+            generation = app.consumer_generation_id
+            found = await first_committed(asks)  # a log range's committed records never change: kept
             answers.update({k: (start - 1, before, found[k]) for k, (start, before) in asks.items()})
+            if (app.consumer_generation_id != generation or tp not in recovery.active_tps
+                    or (recovery.active_offsets.get(tp), recovery.active_highwaters.get(tp)) != (applied, highwater)):
+                return -1  # a rebalance came meanwhile: nothing of the old assignment is written into the new one
             known = answers[key]
         first = known[2]
         if first is None:
@@ -218,7 +226,7 @@ def end_recovery_only_when_read(app: Any,
         log.warning("recovery of %s[%d] had fetched to %d but applied only to %d, with a committed record at %d: "
                     "reading from there again", tp.topic, tp.partition, at, applied, first)
         answers.pop(key)
-        await self.seek(tp, first)
+        await self.seek_wait({tp: first})  # in the consumer's thread, as recovery's own seeks
         return applied
 
     ThreadDelegateConsumer.position = position

@@ -25,6 +25,11 @@ ALERTS = "alerts"
 OUTPUTS = (REJECTION_LIMITS, GROUP_HEALTH, JOB_OFFERS, ALERTS)
 
 
+def limit_stream(group: str, scheduler: str) -> str:
+    """A scheduler's `RejectionLimit` records as one numbered stream: output topic and key."""
+    return f"{REJECTION_LIMITS}:{group}/{scheduler}"
+
+
 def _changed_by_ks(state: GroupState, before: tuple[int, int]) -> Iterable[str]:
     """Schedulers whose N moved because K or S did: one comparison per distinct n."""
     (k0, s0), (k1, s1) = before, (state.K, state.S)
@@ -51,7 +56,7 @@ def limits(state: GroupState, group: str, record: SourceRecord, before_ks: tuple
             continue
         figures = figures.set(sid, now) if now.live else figures.delete(sid)
         key = f"{group}/{sid}"
-        state, seq = state.limit_seq(sid, f"{REJECTION_LIMITS}:{key}")
+        state, seq = state.limit_seq(sid, limit_stream(group, sid))
         live, n, big_n, x, m, refuse, alarm, offline, drained = now
         outputs.append(Emit(REJECTION_LIMITS, key, {
             "type": "RejectionLimit", "group": group, "scheduler": sid, "live": live, "K": state.K, "S": state.S,

@@ -106,9 +106,11 @@ class GroupState(NamedTuple):
 
     def limit_seq(self, scheduler: str, key: str) -> tuple[GroupState, int]:
         """The next seq of `scheduler`'s `RejectionLimit` records (output stream and key `key`)."""
-        last = self.limit_seqs.get(scheduler)
-        seq = (self.seqs.get(key, 0) if last is None else last) + 1
-        return self._replace(limit_seqs=self.limit_seqs.set(scheduler, seq)), seq
+        last, seqs = self.limit_seqs.get(scheduler), self.seqs
+        if last is None and key in seqs:  # read from an entry of the older layout: moved to the scheduler's bucket
+            last, seqs = seqs[key], seqs.discard(key)
+        seq = (last or 0) + 1
+        return self._replace(limit_seqs=self.limit_seqs.set(scheduler, seq), seqs=seqs), seq
 
     def scheduler_count(self) -> int:
         """Schedulers the state says anything of (registered, with last figures, or numbered)."""

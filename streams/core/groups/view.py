@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from streams.core.groups.emission import REJECTION_LIMITS
+from streams.core.groups.emission import limit_stream
 from streams.core.groups.offers import offers
 from streams.core.groups.state import GroupState
 
@@ -15,7 +15,7 @@ def describe(group_id: str, state: GroupState) -> dict[str, Any]:
     return {"group": group_id, "K": state.K, "S": state.S, "sum_N": state.sum_N(),
             "schedulers": {sid: state.figures_of(sid)._asdict() for sid in sorted(state.members)},
             "orphans": sorted(state.orphans), "offers": offers(state),
-            "seqs": dict(sorted({**state.seqs, **{f"{REJECTION_LIMITS}:{group_id}/{sid}": seq
+            "seqs": dict(sorted({**state.seqs, **{limit_stream(group_id, sid): seq
                                                   for sid, seq in state.limit_seqs.items()}}.items())),
             "offsets": dict(sorted(state.offsets.items()))}
 
