@@ -147,5 +147,6 @@ class Continuity:
         if isinstance(verdict, Drop):
             faust_private.let_go(self.app.consumer, message)
             if verdict.seek is not None:
-                await self.app.consumer.seek(TP(topic, partition), verdict.seek)
+                # In the consumer's thread: aiokafka's seek from this one raced its fetcher (KeyError, a crash).
+                await self.app.consumer.seek_wait({TP(topic, partition): verdict.seek})
         return isinstance(verdict, Admit)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from aiokafka.errors import KafkaError
 
 from streams import kafka
 
@@ -24,8 +28,17 @@ class Sideband:
             self._clients = (consumer, admin)
         return self._clients
 
-    async def committed(self, group: str, partitions: list[Any]) -> dict[Any, int]:
-        """The group's committed offset of each partition (0 where it has none)."""
+    async def committed(self, group: str, partitions: list[Any], patience: float = 60.0) -> dict[Any, int]:
+        """The group's committed offset of each partition (0 where it has none), asked again for up to `patience`
+        seconds while the group's coordinator does not answer (its broker lost: another takes the group over)."""
         _, admin = await self.clients()
-        offsets = await admin.list_consumer_group_offsets(group, partitions=partitions)
-        return {tp: (offsets[tp].offset if tp in offsets and offsets[tp].offset >= 0 else 0) for tp in partitions}
+        deadline = time.monotonic() + patience
+        while True:
+            try:
+                offsets = await admin.list_consumer_group_offsets(group, partitions=partitions)
+            except (TimeoutError, KafkaError, OSError):
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.5)
+                continue
+            return {tp: (offsets[tp].offset if tp in offsets and offsets[tp].offset >= 0 else 0) for tp in partitions}

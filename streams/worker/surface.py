@@ -8,6 +8,7 @@ internals are not here: `streams.worker.faust_private` holds every touch of them
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ class Event(Protocol):
 
 class Consumer(Protocol):
     async def commit(self) -> bool: ...
-    async def seek(self, partition: TP, offset: int) -> None: ...
+    async def seek_wait(self, partitions: Mapping[TP, int]) -> None: ...
     def assignment(self) -> set[TP]: ...
 
 
