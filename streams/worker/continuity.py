@@ -110,7 +110,7 @@ class Continuity:
             waiting = [tp for tp, key in tps.items() if key not in found]
             if not waiting:
                 return found
-            batch = await consumer.getmany(*waiting, timeout_ms=100)
+            batch = await consumer.getmany(*waiting, timeout_ms=100, max_records=len(waiting))  # one is enough
             for tp in waiting:
                 key, before = tps[tp], asks[tps[tp]][1]
                 records = batch.get(tp, [])
