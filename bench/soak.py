@@ -42,9 +42,13 @@ def rss_mb(pid: int) -> float:
     raise RuntimeError("no VmRSS")
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+def _stat_cpu(stat: Path) -> float:
+    fields = stat.read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def cpu_seconds(pid: int) -> float:
+    return _stat_cpu(Path(f"/proc/{pid}/stat"))
 
 
 def rocksdb_cpu_seconds(pid: int) -> float:
@@ -53,8 +57,7 @@ def rocksdb_cpu_seconds(pid: int) -> float:
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
             if (task / "comm").read_text().startswith("rocksdb"):
-                fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-                total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+                total += _stat_cpu(task / "stat")
         except OSError:
             continue  # the thread ended meanwhile
     return total
