@@ -10,6 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+FETCH_WAIT_MS = 100
+"""How long the broker may hold a worker's fetch for data. A broker answers one connection's requests in
+order, so an offset lookup sent behind a held fetch waits for it: with Faust's 1.5 s a restart's recovery
+spent seconds so (streams.worker.faust_private, `fetch_without_long_waits`). A busy consumer never waits: a
+fetch returns as soon as there is a record."""
+
 
 def producer(bootstrap: str, **options: Any) -> Any:
     """An idempotent `AIOKafkaProducer` (not started)."""

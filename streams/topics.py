@@ -92,3 +92,45 @@ async def _create(settings: Settings, specs: list[TopicSpec]) -> list[str]:
 def create_topics(settings: Settings, specs: list[TopicSpec] | None = None) -> list[str]:
     """Create whichever catalogue topics are missing; return their names (idempotent)."""
     return asyncio.run(_create(settings, specs if specs is not None else catalogue(settings)))
+
+
+_DYNAMIC_TOPIC_CONFIG = 1  # a DescribeConfigs entry's source: set on this topic (not a broker's or the default)
+
+
+async def _conform(settings: Settings, wanted: dict[str, dict[str, str]]) -> list[str]:
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+    from aiokafka.errors import KafkaError
+
+    admin = kafka.admin(settings.kafka_bootstrap, request_timeout_ms=15000)
+    try:
+        await admin.start()
+        existing = sorted(set(wanted) & set(await admin.list_topics()))
+        if not existing:
+            return []
+        described = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, t) for t in existing])
+        changes = []
+        for error, message, _, topic, entries in (r for response in described for r in response.resources):
+            if error:
+                raise TribunalError(f"cannot describe topic {topic}'s settings: {message or error}")
+            own = {name: value for name, value, _, source, *_ in entries if source == _DYNAMIC_TOPIC_CONFIG}
+            if any(own.get(name) != value for name, value in wanted[topic].items()):
+                if None in own.values():  # a sensitive setting the broker does not show: it cannot be kept
+                    raise TribunalError(f"topic {topic} has hidden settings; set {wanted[topic]} on it by hand")
+                changes.append(ConfigResource(ConfigResourceType.TOPIC, topic, configs=own | wanted[topic]))
+        if changes:
+            for response in await admin.alter_configs(changes):
+                failed = [(topic, message or error) for error, message, _, topic in response.resources if error]
+                if failed:
+                    raise TribunalError(f"cannot change topic settings: {failed}")
+        return sorted(c.name for c in changes)
+    except KafkaError as e:
+        raise TribunalError(f"cannot read or change topic settings at {settings.kafka_bootstrap}: {e}") from None
+    finally:
+        await admin.close()
+
+
+def conform_topics(settings: Settings, wanted: dict[str, dict[str, str]]) -> list[str]:
+    """Give each existing topic named in `wanted` those settings, keeping its other per-topic settings (Kafka's
+    AlterConfigs replaces a topic's whole set); return the names of the topics changed. Topics that do not exist
+    are left to whoever creates them."""
+    return asyncio.run(_conform(settings, wanted))

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from streams import kafka
+
 TRIBUNAL = str(Path(sys.executable).with_name("tribunal"))
 
 
@@ -175,3 +177,29 @@ def produce_while_killing(bootstrap: str, records: list[tuple[str, bytes | None,
     kills = kill_repeatedly(worker, producer, rng, at_least, longest)
     producer.join()
     return produced, kills
+
+
+async def topic_settings(bootstrap: str, topic: str) -> dict[str, str]:
+    """A topic's own settings (set on it, not inherited from the broker or Kafka's defaults)."""
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    admin = kafka.admin(bootstrap)
+    await admin.start()
+    try:
+        [response] = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)])
+        [(_, _, _, _, entries)] = response.resources
+        return {name: value for name, value, _, source, *_ in entries if source == 1}
+    finally:
+        await admin.close()
+
+
+async def create_topic(bootstrap: str, topic: str, settings: dict[str, str], partitions: int = 2) -> None:
+    """A topic with these settings, as another tool (or an earlier version) would have made it."""
+    from aiokafka.admin import NewTopic
+
+    admin = kafka.admin(bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topic, partitions, 1, topic_configs=settings)])
+    finally:
+        await admin.close()

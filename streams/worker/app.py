@@ -34,6 +34,7 @@ import aiohttp
 import faust
 from faust.web import Request, Response, View
 
+from streams import kafka
 from streams.core import folds
 from streams.settings import Settings
 from streams.worker import faust_private
@@ -56,8 +57,17 @@ def _store() -> str:
     return "rocksdb://" if importlib.util.find_spec("rocksdict") else "memory://"
 
 
+CHANGELOG_CONFIG = {"segment.bytes": str(1 << 20), "min.cleanable.dirty.ratio": "0.1"}
+"""Changelogs the broker compacts soon. A restart reads a table's changelog to its end: Kafka only ever
+compacts closed segments, and at its 1 GB segment a changelog written a few hundred times a second grew
+for half an hour before any of it could be compacted, so a restart read every state the worker had
+committed since (bench/restart.py: 1.7 s of reading after 15 s of running, 4.6 s after 90 s). With 1 MB
+segments the broker's cleaner keeps each changelog near its live keys plus the last seconds of writes."""
+
+
 def _table(app: faust.App, name: str, settings: Settings) -> Any:
-    return app.Table(name, key_type=str, partitions=settings.partitions, options=rocksdb_options())
+    return app.Table(name, key_type=str, partitions=settings.partitions, options=rocksdb_options(),
+                     extra_topic_configs=CHANGELOG_CONFIG)
 
 
 def rocksdb_options() -> dict[str, int]:
@@ -88,6 +98,8 @@ def create_app(settings: Settings) -> faust.App:
     faust_private.deliver_without_tasks()
     faust_private.fetch_while_streams_are_full()
     faust_private.commit_without_a_table()
+    faust_private.fetch_without_long_waits(kafka.FETCH_WAIT_MS)
+    faust_private.recover_without_a_pause()
     app = faust.App(
         settings.app_id,
         broker=settings.broker_url,

@@ -57,9 +57,10 @@ into Faust only through a function here, so a Faust upgrade means reading this o
   marker that recovery, reading committed records only, never receives. Faust's recovery then ends
   only once its changelog queue has stayed empty for two waits of a fixed 5 s
   (`Recovery._slurp_changelogs`) and it finds every position at its highwater: a restart took 17-19
-  s before deciding again at 1,000 records/s (bench/restart.py). The wait is now 0.5 s, so the
-  same check is made ten times sooner (`faust.tables.recovery.asyncio`, replaced in that module by
-  one whose `wait_for` shortens that wait alone).
+  s before deciding again at 1,000 records/s (bench/restart.py). The wait is now 0.2 s, so the
+  same check is made 25 times sooner (`faust.tables.recovery.asyncio`, replaced in that module by
+  one whose `wait_for` shortens that wait alone); ending too soon is safe, since the check below
+  (`end_recovery_only_when_read`) asks the broker whether anything committed is left to read.
 
 * `recover_from_the_start_when_unsure`: recovery starts a changelog partition after the offset its
   store persisted, else (no offset stored: tribunal writes its stores itself, and discards them at
@@ -83,6 +84,20 @@ into Faust only through a function here, so a Faust upgrade means reading this o
   start, as Faust would read a new one: correct, and the cost of a rebalance grows with the
   changelogs (compacted: with the live keys).
 
+* `fetch_without_long_waits`: Faust's consumer asks the broker to hold each fetch up to a fixed
+  1.5 s for data (`fetch_max_wait_ms=1500` in `AIOKafkaConsumerThread._create_worker_consumer`).
+  A broker answers one connection's requests in order, so every offset lookup, and every fetch
+  after a seek, waited behind such a held fetch: a restart's recovery spent 1.3-1.5 s on each of
+  its highwater and earliest-offset lookups and more between its changelog fetches
+  (bench/restart.py, aiokafka's debug log). The consumer is now made with a short wait
+  (`streams.kafka.FETCH_WAIT_MS`), which costs an idle worker a few empty fetches a second and a
+  busy one nothing: a fetch returns as soon as any record is there.
+
+* `recover_without_a_pause`: Faust's table manager sleeps a fixed second before it starts recovery
+  (`TableManager.on_start`), time for tables made lazily (in an agent's body) to register. A worker
+  makes every table before it starts, so recovery starts at once (`TableManager.on_start`,
+  replaced for the whole process, the same steps without the sleep).
+
 `check()` runs before the app is built and names whatever a Faust upgrade moved.
 """
 
@@ -105,6 +120,7 @@ _ORIGINALS: dict[str, Any] = {}  # Faust's own functions that a replacement call
 
 def check() -> None:
     """Raise `TribunalError` naming every private member tribunal needs that this Faust lacks."""
+    import aiokafka
     import faust.streams
     import faust.transport.conductor
     from faust.stores.base import Store
@@ -136,6 +152,14 @@ def check() -> None:
 
     if not hasattr(ThreadDelegateConsumer, "position") or not hasattr(ThreadDelegateConsumer, "seek"):
         missing.append("ThreadDelegateConsumer.position and seek")
+    from faust.tables.manager import TableManager
+
+    if [line.strip() for line in inspect.getsource(TableManager.on_start).splitlines()[2:]] != _TABLE_MANAGER_START:
+        missing.append("TableManager.on_start sleeping 1 s, then updating its channels and starting recovery")
+    create = inspect.getsource(AIOKafkaConsumerThread._create_worker_consumer)
+    if "fetch_max_wait_ms=" not in create or "self._fetch_max_wait_ms = fetch_max_wait_ms" not in inspect.getsource(
+            aiokafka.AIOKafkaConsumer.__init__):
+        missing.append("AIOKafkaConsumerThread._create_worker_consumer setting aiokafka's fetch_max_wait_ms")
     if "terminal.logtable(" not in inspect.getsource(Consumer._commit_offsets):
         missing.append("Consumer._commit_offsets drawing its offsets with terminal.logtable")
     init = inspect.getsource(Consumer.__init__)
@@ -146,7 +170,7 @@ def check() -> None:
 
 
 RECOVERY_WAIT = 5.0  # Faust's wait for the next changelog record before it asks whether recovery is done
-RECOVERY_WAIT_NOW = 0.5
+RECOVERY_WAIT_NOW = 0.2
 
 
 def recover_past_aborted_transactions_soon() -> None:
@@ -162,6 +186,34 @@ def recover_past_aborted_transactions_soon() -> None:
     shim = types.SimpleNamespace(**{name: getattr(asyncio, name) for name in dir(asyncio) if not name.startswith("__")})
     shim.wait_for = wait_for
     faust.tables.recovery.asyncio = shim  # type: ignore[assignment]
+
+
+_TABLE_MANAGER_START = ["await self.sleep(1.0)", "if not self.should_stop:", "await self._update_channels()",
+                        "await self.recovery.start()"]
+
+
+def recover_without_a_pause() -> None:
+    from faust.tables.manager import TableManager
+
+    async def on_start(self: Any) -> None:
+        if not self.should_stop:
+            await self._update_channels()
+            await self.recovery.start()
+
+    TableManager.on_start = on_start
+
+
+def fetch_without_long_waits(wait_ms: int) -> None:
+    from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
+
+    create = _ORIGINALS.setdefault("_create_worker_consumer", AIOKafkaConsumerThread._create_worker_consumer)
+
+    def _create_worker_consumer(self: Any, transport: Any) -> Any:
+        consumer = create(self, transport)
+        consumer._fetch_max_wait_ms = wait_ms  # read when the consumer starts its fetcher
+        return consumer
+
+    AIOKafkaConsumerThread._create_worker_consumer = _create_worker_consumer
 
 
 def ask_the_broker_for_highwaters() -> None:

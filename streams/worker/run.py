@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+
 import faust
 
 from streams.collector import fewer_collections, freeze_start_up
 from streams.settings import Settings
-from streams.topics import create_topics
-from streams.worker.app import create_app, discard_local_tables
+from streams.topics import conform_topics, create_topics
+from streams.worker.app import CHANGELOG_CONFIG, create_app, discard_local_tables
+
+log = logging.getLogger(__name__)
 
 
 def run(settings: Settings) -> None:
@@ -19,6 +23,10 @@ def run(settings: Settings) -> None:
     create_topics(settings)
     fewer_collections()
     app = create_app(settings)
+    changelogs = {table.changelog_topic.get_topic_name(): CHANGELOG_CONFIG for table in app.tables.values()}
+    changed = conform_topics(settings, changelogs)
+    if changed:  # made by an earlier version, with the broker's defaults
+        log.warning("changelog topics %s now have %s (streams.worker.app.CHANGELOG_CONFIG)", changed, CHANGELOG_CONFIG)
     if settings.processing_guarantee == "exactly_once":
         discard_local_tables(app)
     freeze_start_up()

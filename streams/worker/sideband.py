@@ -21,7 +21,7 @@ class Sideband:
 
     async def clients(self) -> tuple[Any, Any]:
         if self._clients is None:
-            consumer = kafka.consumer(self.bootstrap)
+            consumer = kafka.consumer(self.bootstrap, fetch_max_wait_ms=kafka.FETCH_WAIT_MS)
             admin = kafka.admin(self.bootstrap)
             await consumer.start()
             await admin.start()

@@ -169,3 +169,57 @@ def test_recovery_waits_shortly_for_its_next_changelog_record_and_no_other_wait_
 
     assert asyncio.run(waits()) == (True, 7)
     assert shim.sleep is asyncio.sleep and shim.TimeoutError is asyncio.TimeoutError
+
+
+def test_recovery_starts_without_a_pause() -> None:
+    from faust.tables.manager import TableManager
+
+    faust_private.recover_without_a_pause()
+    steps: list[str] = []
+
+    class Recovery:
+        async def start(self) -> None:
+            steps.append("recovery started")
+
+    class Manager:
+        should_stop = False
+        recovery = Recovery()
+
+        async def sleep(self, seconds: float) -> None:
+            steps.append(f"slept {seconds} s")
+
+        async def _update_channels(self) -> None:
+            steps.append("changelog channels")
+
+    asyncio.run(TableManager.on_start(Manager()))
+    assert steps == ["changelog channels", "recovery started"]
+    Manager.should_stop = True  # stopped before it started: nothing more (as Faust's own)
+    asyncio.run(TableManager.on_start(Manager()))
+    assert steps == ["changelog channels", "recovery started"]
+
+
+def test_a_moved_table_manager_start_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    from faust.tables.manager import TableManager
+
+    async def on_start(self: Any) -> None:
+        await self.recovery.start()
+
+    monkeypatch.setattr(TableManager, "on_start", on_start)
+    with pytest.raises(TribunalError, match=r"TableManager\.on_start"):
+        faust_private.check()
+
+
+def test_the_worker_consumer_lets_the_broker_hold_a_fetch_only_briefly() -> None:
+    import faust
+
+    faust_private.fetch_without_long_waits(100)
+
+    async def made() -> int:
+        app = faust.App("t-fetch-wait", broker="kafka://127.0.0.1:9", processing_guarantee="exactly_once")
+        consumer = app.consumer._thread._create_worker_consumer(app.transport)  # not started: no broker needed
+        try:
+            return int(consumer._fetch_max_wait_ms)  # what its fetcher will send with every fetch
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(made()) == 100  # Faust's own: 1,500 ms

@@ -1,0 +1,27 @@
+"""What a worker makes of the broker's topics: changelogs the broker compacts soon, from a fresh start or
+an earlier version's topics."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from streams.worker.app import CHANGELOG_CONFIG
+from tests.helpers import Worker, create_topic, topic_settings, tribunal, wait_until_ready
+
+
+def test_changelogs_are_compacted_soon_also_those_an_earlier_version_made(kafka: str, unique: str,
+                                                                          worker_env: dict[str, str],
+                                                                          tmp_path: Path) -> None:
+    earlier = f"{unique}-pool-state-changelog"  # as Faust made it before: compacted, Kafka's 1 GB segments
+    asyncio.run(create_topic(kafka, earlier, {"cleanup.policy": "compact"}, partitions=4))
+    tribunal("topics", "create", env=worker_env)
+    worker = Worker(worker_env, tmp_path / "worker.log")
+    worker.start()
+    try:
+        wait_until_ready(worker, 1)
+        for table in ("pool-state", "pool-policies", "group-buckets"):
+            assert asyncio.run(topic_settings(kafka, f"{unique}-{table}-changelog")) == {
+                "cleanup.policy": "compact", **CHANGELOG_CONFIG}, table
+    finally:
+        worker.stop()
