@@ -123,7 +123,7 @@ async def redrive(settings: Settings, dlq: str, reason: str | None, start: Bound
             if progress is not None:
                 progress(len(batch))
     except KafkaError as e:
-        raise KafkaUnavailable(f"redrive of {dlq} stopped ({type(e).__name__}: {e}); "
+        raise KafkaUnavailable(f"redrive of {dlq} stopped ({kafka.reason(e)}); "
                                f"{sum(summary.redriven.values())} redriven so far; run it again to go on") from None
     finally:
         await producer.stop()

@@ -37,7 +37,7 @@ async def _produce(settings: Settings, topic: str, key: bytes | None, value: byt
         meta = await producer.send_and_wait(topic, value, key=key)
         return meta.partition, meta.offset
     except KafkaError as e:
-        raise KafkaUnavailable(f"cannot produce to {topic} at {settings.kafka_bootstrap}: {e}") from None
+        raise KafkaUnavailable(f"cannot produce to {topic} at {settings.kafka_bootstrap}: {kafka.reason(e)}") from None
     finally:
         await producer.stop()
 

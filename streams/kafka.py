@@ -1,14 +1,19 @@
 """Every Kafka client tribunal makes outside Faust's own, made here.
 
-One place for what every client shares (the bootstrap servers today; security settings, when they
-come, are added here once) and for tribunal's defaults: producers are idempotent, consumers read
+One place for what every client shares (the bootstrap servers, and how it connects: TLS, SASL,
+from `streams.settings`) and for tribunal's defaults: producers are idempotent, consumers read
 committed records only and never commit offsets of their own (tribunal's readers follow topics,
 they are not consumer groups). Faust's clients take their settings from `streams.worker.app`.
 """
 
 from __future__ import annotations
 
+import logging
+import ssl
 from typing import Any
+
+from streams.errors import ConfigError
+from streams.settings import Settings
 
 FETCH_WAIT_MS = 100
 """How long the broker may hold a worker's fetch for data. A broker answers one connection's requests in
@@ -17,11 +22,84 @@ spent seconds so (streams.worker.faust_private, `fetch_without_long_waits`). A b
 fetch returns as soon as there is a record."""
 
 
+class _LastError(logging.Handler):
+    """aiokafka's last error message: why a connection failed (a wrong password, an untrusted certificate) is
+    only logged, and the exception raised says no more than "Unable to bootstrap". Being a handler on aiokafka's
+    logger, it also keeps commands that configure no logging from printing aiokafka's lines and tracebacks."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.last: str | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.last = record.getMessage().splitlines()[0]
+
+
+_last_error = _LastError()
+logging.getLogger("aiokafka").addHandler(_last_error)
+
+
+def reason(e: BaseException) -> str:
+    """One line on why a Kafka call failed, with the cause aiokafka only logged when it could not connect."""
+    from aiokafka.errors import KafkaConnectionError
+
+    text = str(e) if str(e).startswith("[Error") else f"{type(e).__name__}: {e}"
+    if isinstance(e, KafkaConnectionError) and _last_error.last:
+        text += f" ({_last_error.last})"
+    return text
+
+
+def security(settings: Settings | None = None) -> dict[str, Any]:
+    """aiokafka's keyword arguments for connecting as `settings` say (default: as the environment says)."""
+    s = settings if settings is not None else Settings()
+    options: dict[str, Any] = {"security_protocol": s.security_protocol}
+    if s.security_protocol in ("SSL", "SASL_SSL"):
+        options["ssl_context"] = tls_context(s)
+    if s.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+        if not s.sasl_username or s.sasl_password is None:
+            raise ConfigError(f"security protocol {s.security_protocol} needs TRIBUNAL_SASL_USERNAME and "
+                              "TRIBUNAL_SASL_PASSWORD")
+        options |= {"sasl_mechanism": s.sasl_mechanism, "sasl_plain_username": s.sasl_username,
+                    "sasl_plain_password": s.sasl_password.get_secret_value()}
+    return options
+
+
+def tls_context(s: Settings) -> ssl.SSLContext:
+    """The brokers must present a certificate that chains to `ssl_cafile` (else the system's CAs) and names the
+    host connected to; a client certificate is offered if one is set."""
+    from aiokafka.helpers import create_ssl_context
+
+    def path(p: Any) -> str | None:
+        return None if p is None else str(p)
+
+    try:
+        return create_ssl_context(cafile=path(s.ssl_cafile), certfile=path(s.ssl_certfile),
+                                  keyfile=path(s.ssl_keyfile),
+                                  password=s.ssl_key_password.get_secret_value() if s.ssl_key_password else None)
+    except (OSError, ssl.SSLError) as e:
+        raise ConfigError(f"cannot load the TLS files ({s.ssl_cafile}, {s.ssl_certfile}, {s.ssl_keyfile}): "
+                          f"{e}") from None
+
+
+def faust_credentials(settings: Settings) -> Any:
+    """The same, as Faust's `broker_credentials` (None: plaintext), which Faust hands to every client it makes."""
+    import faust
+
+    options = security(settings)
+    if settings.security_protocol == "SSL":
+        return faust.SSLCredentials(options["ssl_context"])
+    if "sasl_mechanism" in options:
+        return faust.SASLCredentials(username=options["sasl_plain_username"],
+                                     password=options["sasl_plain_password"], mechanism=options["sasl_mechanism"],
+                                     ssl_context=options.get("ssl_context"))
+    return None
+
+
 def producer(bootstrap: str, **options: Any) -> Any:
     """An idempotent `AIOKafkaProducer` (not started)."""
     from aiokafka import AIOKafkaProducer
 
-    return AIOKafkaProducer(bootstrap_servers=bootstrap, **{"enable_idempotence": True, **options})
+    return AIOKafkaProducer(bootstrap_servers=bootstrap, **{"enable_idempotence": True, **security(), **options})
 
 
 def consumer(bootstrap: str, *topics: str, **options: Any) -> Any:
@@ -29,11 +107,11 @@ def consumer(bootstrap: str, *topics: str, **options: Any) -> Any:
     from aiokafka import AIOKafkaConsumer
 
     defaults = {"group_id": None, "isolation_level": "read_committed", "enable_auto_commit": False}
-    return AIOKafkaConsumer(*topics, bootstrap_servers=bootstrap, **{**defaults, **options})
+    return AIOKafkaConsumer(*topics, bootstrap_servers=bootstrap, **{**defaults, **security(), **options})
 
 
 def admin(bootstrap: str, **options: Any) -> Any:
     """An `AIOKafkaAdminClient` (not started)."""
     from aiokafka.admin import AIOKafkaAdminClient
 
-    return AIOKafkaAdminClient(bootstrap_servers=bootstrap, **options)
+    return AIOKafkaAdminClient(bootstrap_servers=bootstrap, **{**security(), **options})

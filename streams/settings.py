@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from streams.infra.paths import default_home
@@ -22,6 +22,20 @@ class Settings(BaseSettings):
         "127.0.0.1:9092", validation_alias=AliasChoices("TRIBUNAL_KAFKA_BOOTSTRAP", "KAFKA_BOOTSTRAP"))
     zookeeper_hosts: str = Field(
         "127.0.0.1:2181", validation_alias=AliasChoices("TRIBUNAL_ZOOKEEPER_HOSTS", "ZOOKEEPER_HOSTS"))
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        "PLAINTEXT", description="How every Kafka client of tribunal connects (worker, CLI, bridge, schedulers, "
+                                 "dispatcher client)")
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "SCRAM-SHA-512"
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_cafile: Path | None = Field(None, description="CA certificates (PEM) the brokers' certificates must chain "
+                                                      "to; default: the system's")
+    ssl_certfile: Path | None = Field(None, description="This client's certificate (PEM), for brokers that ask")
+    ssl_keyfile: Path | None = None
+    ssl_key_password: SecretStr | None = None
+    zookeeper_auth: SecretStr | None = Field(
+        None, description="'user:password' for ZooKeeper digest auth; every node tribunal creates is then "
+                          "writable by that user only (and readable by all)")
     app_id: str = Field("tribunal", description="Faust app id: the consumer group and table prefix")
     topic_prefix: str = Field("", description="Prepended to every topic name, e.g. 'staging.'")
     partitions: int = Field(4, ge=1, description="Partitions of the input topics (scale-out unit)")

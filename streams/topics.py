@@ -84,7 +84,7 @@ async def _create(settings: Settings, specs: list[TopicSpec]) -> list[str]:
                                     "inputs must be co-partitioned (set --partitions to match)")
         return [s.name for s in missing]
     except KafkaError as e:
-        raise TribunalError(f"cannot create topics at {settings.kafka_bootstrap}: {e}") from None
+        raise TribunalError(f"cannot create topics at {settings.kafka_bootstrap}: {kafka.reason(e)}") from None
     finally:
         await admin.close()
 
@@ -94,19 +94,32 @@ def create_topics(settings: Settings, specs: list[TopicSpec] | None = None) -> l
     return asyncio.run(_create(settings, specs if specs is not None else catalogue(settings)))
 
 
+_TOPIC_ALREADY_EXISTS = 36  # CreateTopics' error code
 _DYNAMIC_TOPIC_CONFIG = 1  # a DescribeConfigs entry's source: set on this topic (not a broker's or the default)
 
 
-async def _conform(settings: Settings, wanted: dict[str, dict[str, str]]) -> list[str]:
+async def _declare(settings: Settings, wanted: dict[str, dict[str, str]]) -> tuple[list[str], list[str]]:
+    from aiokafka.admin import NewTopic
     from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
     from aiokafka.errors import KafkaError
 
     admin = kafka.admin(settings.kafka_bootstrap, request_timeout_ms=15000)
     try:
         await admin.start()
-        existing = sorted(set(wanted) & set(await admin.list_topics()))
+        present = set(await admin.list_topics())
+        missing = sorted(set(wanted) - present)
+        if missing:
+            response = await admin.create_topics([NewTopic(name, settings.partitions, settings.replication_factor,
+                                                           topic_configs=wanted[name]) for name in missing])
+            for topic, error, *message in response.topic_errors:
+                if error == _TOPIC_ALREADY_EXISTS:  # made by another client since the listing
+                    present.add(topic)
+                    missing.remove(topic)
+                elif error:
+                    raise TribunalError(f"cannot make topic {topic}: {message[0] if message else error}")
+        existing = sorted(set(wanted) & present)
         if not existing:
-            return []
+            return missing, []
         described = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, t) for t in existing])
         changes = []
         for error, message, _, topic, entries in (r for response in described for r in response.resources):
@@ -122,15 +135,15 @@ async def _conform(settings: Settings, wanted: dict[str, dict[str, str]]) -> lis
                 failed = [(topic, message or error) for error, message, _, topic in response.resources if error]
                 if failed:
                     raise TribunalError(f"cannot change topic settings: {failed}")
-        return sorted(c.name for c in changes)
+        return missing, sorted(c.name for c in changes)
     except KafkaError as e:
-        raise TribunalError(f"cannot read or change topic settings at {settings.kafka_bootstrap}: {e}") from None
+        raise TribunalError(f"cannot make or change topics at {settings.kafka_bootstrap}: {kafka.reason(e)}") from None
     finally:
         await admin.close()
 
 
-def conform_topics(settings: Settings, wanted: dict[str, dict[str, str]]) -> list[str]:
-    """Give each existing topic named in `wanted` those settings, keeping its other per-topic settings (Kafka's
-    AlterConfigs replaces a topic's whole set); return the names of the topics changed. Topics that do not exist
-    are left to whoever creates them."""
-    return asyncio.run(_conform(settings, wanted))
+def declare_topics(settings: Settings, wanted: dict[str, dict[str, str]]) -> tuple[list[str], list[str]]:
+    """Create each topic named in `wanted` that is missing, with its settings (and the deployment's partitions
+    and replication), and give each existing one those settings, keeping its other per-topic settings (Kafka's
+    AlterConfigs replaces a topic's whole set). Returns the names created and the names changed."""
+    return asyncio.run(_declare(settings, wanted))

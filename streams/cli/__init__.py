@@ -42,9 +42,16 @@ def register_folds(entries: str) -> None:
 
 
 def main() -> None:
+    from aiokafka.errors import KafkaError
+
+    from streams import kafka
+
     try:
         register_folds(Settings().folds)
         cli()
+    except KafkaError as e:  # refused by an ACL, or no broker to be reached with these settings
+        typer.echo(f"tribunal: Kafka: {kafka.reason(e)}", err=True)
+        raise SystemExit(1) from None
     except TribunalError as e:
         typer.echo(f"tribunal: {e}", err=True)
         raise SystemExit(1) from None

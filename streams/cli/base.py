@@ -18,10 +18,49 @@ infra_cli = typer.Typer(no_args_is_help=True, help="Run a real Kafka + ZooKeeper
 topics_cli = typer.Typer(no_args_is_help=True, help="Create and list tribunal's topics.")
 cli.add_typer(infra_cli, name="infra")
 cli.add_typer(topics_cli, name="topics")
+acl_cli = typer.Typer(no_args_is_help=True, help="Kafka ACLs: the least each of tribunal's principals needs.")
+cli.add_typer(acl_cli, name="acl")
 
 BOOTSTRAP_HELP = "Kafka bootstrap servers (default: $TRIBUNAL_KAFKA_BOOTSTRAP, $KAFKA_BOOTSTRAP, 127.0.0.1:9092)"
 Bootstrap = Annotated[str | None, typer.Option("--bootstrap", "-b", help=BOOTSTRAP_HELP)]
 Prefix = Annotated[str | None, typer.Option("--topic-prefix", help="Prefix of every topic name")]
+
+
+def _secret_from(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    try:
+        return path.read_text().strip()
+    except OSError as e:
+        raise TribunalError(f"cannot read {path}: {e.strerror}") from None
+
+
+@cli.callback()
+def connection(
+    security_protocol: Annotated[str | None, typer.Option(
+        help="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (default $TRIBUNAL_SECURITY_PROTOCOL, PLAINTEXT)")] = None,
+    sasl_mechanism: Annotated[str | None, typer.Option(
+        help="PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (default $TRIBUNAL_SASL_MECHANISM, SCRAM-SHA-512)")] = None,
+    sasl_username: Annotated[str | None, typer.Option(help="default $TRIBUNAL_SASL_USERNAME")] = None,
+    sasl_password_file: Annotated[Path | None, typer.Option(
+        help="A file holding the SASL password (default $TRIBUNAL_SASL_PASSWORD)")] = None,
+    ssl_cafile: Annotated[Path | None, typer.Option(help="CA certificates, PEM (default $TRIBUNAL_SSL_CAFILE)")] = None,
+    ssl_certfile: Annotated[Path | None, typer.Option(help="Client certificate, PEM")] = None,
+    ssl_keyfile: Annotated[Path | None, typer.Option(help="Client key, PEM")] = None,
+    zookeeper_auth_file: Annotated[Path | None, typer.Option(
+        help="A file holding 'user:password' for ZooKeeper (default $TRIBUNAL_ZOOKEEPER_AUTH)")] = None,
+) -> None:
+    """How every Kafka and ZooKeeper client of the command connects; secrets come from files or the
+    environment, never from the command line, where `ps` shows them."""
+    import os
+
+    given = {"SECURITY_PROTOCOL": security_protocol, "SASL_MECHANISM": sasl_mechanism,
+             "SASL_USERNAME": sasl_username, "SASL_PASSWORD": _secret_from(sasl_password_file),
+             "SSL_CAFILE": ssl_cafile, "SSL_CERTFILE": ssl_certfile, "SSL_KEYFILE": ssl_keyfile,
+             "ZOOKEEPER_AUTH": _secret_from(zookeeper_auth_file)}
+    for name, value in given.items():
+        if value is not None:  # the settings of this process and of any it starts (a worker's re-execution)
+            os.environ[f"TRIBUNAL_{name}"] = str(value)
 
 
 def settings_from(**overrides: Any) -> Settings:

@@ -72,6 +72,7 @@ def _client(bootstrap: str | None, topic_prefix: str | None, namespace: str,
             call: Callable[[Any], Awaitable[Any]]) -> Any:
     from aiokafka.errors import KafkaError
 
+    from streams import kafka
     from streams.dispatcher import DispatcherClient
 
     settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
@@ -83,7 +84,7 @@ def _client(bootstrap: str | None, topic_prefix: str | None, namespace: str,
     try:
         return asyncio.run(go())
     except KafkaError as e:
-        raise TribunalError(f"cannot write to {settings.kafka_bootstrap}: {e}") from None
+        raise TribunalError(f"cannot write to {settings.kafka_bootstrap}: {kafka.reason(e)}") from None
 
 
 def _echo_written(what: str, written: Any) -> None:

@@ -80,14 +80,14 @@ def rebalance_group(group: Annotated[str, typer.Option(help="Scheduler group")],
                     root: Root = "/tribunal",
                     timeout: Annotated[float, typer.Option(help="Give up after this many seconds")] = 120.0) -> None:
     """Move jobs from the most to the least loaded schedulers through the offline list."""
-    from kazoo.client import KazooClient
     from kazoo.handlers.threading import KazooTimeoutError
 
+    from streams.zk.client import client
     from streams.zk.layout import Layout
     from streams.zk.rebalance import rebalance
 
     settings = settings_from(zookeeper_hosts=zookeeper)
-    zk = KazooClient(hosts=settings.zookeeper_hosts)
+    zk = client(settings.zookeeper_hosts, settings=settings)
     try:
         zk.start(timeout=15)
     except KazooTimeoutError as e:

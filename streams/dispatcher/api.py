@@ -75,10 +75,12 @@ class Api:
         """Write `command`; 202 with its coordinates (and, for an assign of `jobs` jobs, their uuids)."""
         from aiokafka.errors import KafkaError
 
+        from streams import kafka
+
         try:
             written = await self.client.send(command)
         except KafkaError as e:
-            raise TribunalError(f"Kafka did not take the record: {e}") from None
+            raise TribunalError(f"Kafka did not take the record: {kafka.reason(e)}") from None
         body = Written(**written._asdict(), uuids=uuids_of(written, jobs) if jobs else None)
         return web.json_response(body.model_dump(exclude_none=True), status=202)
 

@@ -22,10 +22,12 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from streams.errors import InfraError
 from streams.infra.install import install_jars
 from streams.infra.paths import default_home, infra_dir, lib_dir
+from streams.infra.secure import Credentials
 
 LOOPBACK = "127.0.0.1"
 
@@ -45,15 +47,25 @@ class Topology:
     zk_port: int = 2181
     broker_heap_mb: int = 384
     zk_heap_mb: int = 128
+    secure: bool = False  # SASL_SSL with SCRAM users and ACLs (streams.infra.secure)
 
     @classmethod
-    def default(cls, brokers: int = 1, home: Path | None = None) -> Topology:
-        """The single-broker stack on the well-known ports, or an N-broker cluster beside it."""
+    def default(cls, brokers: int = 1, home: Path | None = None, secure: bool = False) -> Topology:
+        """The single-broker stack on the well-known ports, or an N-broker cluster beside it; a secured
+        stack in `secure/` of the default home, on ports of its own, so both can run at once."""
         base = home or default_home()
+        if secure:
+            return cls(home=base / ("secure" if brokers == 1 else f"secure-b{brokers}"), brokers=brokers,
+                       kafka_port=9392, controller_port=19392, zk_port=2183, secure=True)
         if brokers == 1:
             return cls(home=base)
         return cls(home=base.parent / f"{base.name}-b{brokers}", brokers=brokers,
                    kafka_port=9192, controller_port=19192, zk_port=2182)
+
+    @property
+    def credentials(self) -> Credentials:
+        """Where a secured stack keeps its CA, certificate and users (made by `Cluster.configure`)."""
+        return Credentials(self.home / "credentials")
 
     @property
     def bootstrap(self) -> str:
@@ -82,15 +94,17 @@ def broker_properties(topology: Topology, index: int) -> dict[str, str]:
     isr = min(2, n)
     port = topology.kafka_port + index
     cport = topology.controller_port + index
+    listener = "SASL_SSL" if topology.secure else "PLAINTEXT"
     return {
         "process.roles": "broker,controller",
         "node.id": str(index + 1),
         "controller.quorum.voters": voters,
-        "listeners": f"PLAINTEXT://{LOOPBACK}:{port},CONTROLLER://{LOOPBACK}:{cport}",
-        "advertised.listeners": f"PLAINTEXT://{LOOPBACK}:{port}",
+        "listeners": f"{listener}://{LOOPBACK}:{port},CONTROLLER://{LOOPBACK}:{cport}",
+        "advertised.listeners": f"{listener}://{LOOPBACK}:{port}",
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        **(topology.credentials.broker_properties() if topology.secure else {}),
         "log.dirs": str(topology.home / f"kafka-{index + 1}" / "data"),
         "num.network.threads": "2",
         "num.io.threads": "4",
@@ -197,10 +211,10 @@ def _zk_ruok(port: int) -> bool:
         return False
 
 
-async def _kafka_brokers(bootstrap: str) -> int:
+async def _kafka_brokers(bootstrap: str, security: dict[str, Any]) -> int:
     from aiokafka.client import AIOKafkaClient  # the shell may use aiokafka; imported lazily
 
-    client = AIOKafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=3000)
+    client = AIOKafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=3000, **security)
     try:
         await client.bootstrap()
         return len(client.cluster.brokers())
@@ -208,10 +222,11 @@ async def _kafka_brokers(bootstrap: str) -> int:
         await client.close()
 
 
-def kafka_broker_count(bootstrap: str) -> int:
-    """How many brokers the cluster's metadata lists (0 when it does not answer)."""
+def kafka_broker_count(bootstrap: str, security: dict[str, Any] | None = None) -> int:
+    """How many brokers the cluster's metadata lists (0 when it does not answer); `security`: aiokafka's
+    connection arguments (`streams.kafka.security`), plaintext if not given."""
     try:
-        return asyncio.run(asyncio.wait_for(_kafka_brokers(bootstrap), timeout=10))
+        return asyncio.run(asyncio.wait_for(_kafka_brokers(bootstrap, security or {}), timeout=10))
     except Exception:  # noqa: BLE001 - any failure to answer means "not ready yet"
         return 0
 
@@ -267,7 +282,8 @@ class Cluster:
             raise InfraError("java is not installed: run infra/bootstrap.sh, or install a JDK 17")
         return java
 
-    def _jvm(self, server: Server | None, heap_mb: int) -> list[str]:
+    def jvm(self, server: Server | None, heap_mb: int) -> list[str]:
+        """The command line of a JVM on the installed jars, up to the main class (a server's, or a tool's)."""
         marker = [f"-Dtribunal.server={server.name}", f"-Dtribunal.home={self.topology.home}"] if server else []
         return [
             self._java(), f"-Xms{heap_mb}m", f"-Xmx{heap_mb}m", "-XX:+UseG1GC",
@@ -300,7 +316,7 @@ class Cluster:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         if _port_open(server.port):
             raise InfraError(f"port {server.port} for {server.name} is taken by another process")
-        cmd = [*self._jvm(server, server.heap_mb), server.main_class, str(server.config)]
+        cmd = [*self.jvm(server, server.heap_mb), server.main_class, str(server.config)]
         with self.log_file(server).open("ab") as log:
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True, close_fds=True)
@@ -326,13 +342,17 @@ class Cluster:
         _write_properties(t.home / "zookeeper" / "zoo.cfg", zookeeper_config(t))
         Path(zookeeper_config(t)["dataDir"]).mkdir(parents=True, exist_ok=True)
         cid = self._cluster_id()
+        if t.secure:
+            t.credentials.make()
+        users = t.credentials.scram_arguments() if t.secure else []
         formats = []
         for i, server in enumerate(self.servers()[1:]):
             props = broker_properties(t, i)
             _write_properties(server.config, props)
+            server.config.chmod(0o600)  # a secured broker's holds its own passwords
             if not (Path(props["log.dirs"]) / "meta.properties").exists():
-                cmd = [*self._jvm(None, 128), "kafka.tools.StorageTool", "format", "-t", cid,
-                       "-c", str(server.config), "--ignore-formatted"]
+                cmd = [*self.jvm(None, 128), "kafka.tools.StorageTool", "format", "-t", cid,
+                       "-c", str(server.config), "--ignore-formatted", *users]
                 formats.append((server, subprocess.Popen(cmd, stdout=subprocess.PIPE,
                                                          stderr=subprocess.STDOUT)))
         for server, proc in formats:
@@ -375,10 +395,20 @@ class Cluster:
     def _brokers_settled(self, expected: int) -> bool:
         """Every broker is in the metadata, twice in a row: a freshly started KRaft broker can be
         fenced again for a moment while its peers on a busy 2-core machine catch up."""
-        if kafka_broker_count(self.topology.bootstrap) < expected:
+        security = self.admin_security()
+        if kafka_broker_count(self.topology.bootstrap, security) < expected:
             return False
         time.sleep(0.5 if expected > 1 else 0)
-        return expected == 1 or kafka_broker_count(self.topology.bootstrap) >= expected
+        return expected == 1 or kafka_broker_count(self.topology.bootstrap, security) >= expected
+
+    def admin_security(self) -> dict[str, Any]:
+        """aiokafka's connection arguments for the stack's administrator (none on a plaintext stack)."""
+        if not self.topology.secure:
+            return {}
+        from streams.kafka import security
+        from streams.settings import Settings
+
+        return security(Settings.model_validate(self.topology.credentials.settings("admin")))
 
     def _wait(self, server: Server, pid: int, ready: Callable[[], bool], timeout: float) -> None:
         # Checked by pid, not by self.pid(): between fork and exec the child's command line is

@@ -57,7 +57,7 @@ def _store() -> str:
     return "rocksdb://" if importlib.util.find_spec("rocksdict") else "memory://"
 
 
-CHANGELOG_CONFIG = {"segment.bytes": str(1 << 20), "min.cleanable.dirty.ratio": "0.1"}
+CHANGELOG_CONFIG = {"cleanup.policy": "compact", "segment.bytes": str(1 << 20), "min.cleanable.dirty.ratio": "0.1"}
 """Changelogs the broker compacts soon. A restart reads a table's changelog to its end: Kafka only ever
 compacts closed segments, and at its 1 GB segment a changelog written a few hundred times a second grew
 for half an hour before any of it could be compacted, so a restart read every state the worker had
@@ -103,11 +103,13 @@ def create_app(settings: Settings) -> faust.App:
     app = faust.App(
         settings.app_id,
         broker=settings.broker_url,
+        broker_credentials=kafka.faust_credentials(settings),
         store=_store(),
         datadir=str(settings.data_dir),
         processing_guarantee=settings.processing_guarantee,
         topic_partitions=settings.partitions,
         topic_replication_factor=settings.replication_factor,
+        topic_disable_leader=True,  # no leader-only timers: no `__assignor-__leader` topic to make and assign
         web_enabled=True,
         web_bind=settings.web_host,
         web_port=settings.web_port,

@@ -8,7 +8,7 @@ import faust
 
 from streams.collector import fewer_collections, freeze_start_up
 from streams.settings import Settings
-from streams.topics import conform_topics, create_topics
+from streams.topics import create_topics, declare_topics
 from streams.worker.app import CHANGELOG_CONFIG, create_app, discard_local_tables
 
 log = logging.getLogger(__name__)
@@ -23,8 +23,10 @@ def run(settings: Settings) -> None:
     create_topics(settings)
     fewer_collections()
     app = create_app(settings)
+    # Made here rather than by Faust as each table starts: a group leader that assigned partitions moments after
+    # Faust made them did not see them yet, and left every table unrecovered (tests/worker/test_scale_out.py).
     changelogs = {table.changelog_topic.get_topic_name(): CHANGELOG_CONFIG for table in app.tables.values()}
-    changed = conform_topics(settings, changelogs)
+    _, changed = declare_topics(settings, changelogs)
     if changed:  # made by an earlier version, with the broker's defaults
         log.warning("changelog topics %s now have %s (streams.worker.app.CHANGELOG_CONFIG)", changed, CHANGELOG_CONFIG)
     if settings.processing_guarantee == "exactly_once":

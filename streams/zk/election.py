@@ -22,9 +22,9 @@ log = logging.getLogger(__name__)
 @asynccontextmanager
 async def session(hosts: str, timeout: float, listener: Callable[[str], Any]) -> AsyncIterator[Any]:
     """A started kazoo client whose state changes go to `listener`; stopped and closed on the way out."""
-    from kazoo.client import KazooClient
+    from streams.zk.client import client
 
-    zk = KazooClient(hosts=hosts, timeout=timeout)
+    zk = client(hosts, timeout)
     zk.add_listener(listener)
     await asyncio.to_thread(zk.start, 30)
     try:
