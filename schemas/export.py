@@ -1,5 +1,5 @@
-"""Export every record model's JSON Schema to schemas/json/, and the dispatcher API's OpenAPI document to
-schemas/openapi/ (`python -m schemas.export`)."""
+"""Export every record model's JSON Schema to schemas/json/, the dispatcher API's OpenAPI document to
+schemas/openapi/, and the topics' AsyncAPI document to schemas/asyncapi.json (`python -m schemas.export`)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from schemas.asyncapi import document
 from schemas.cluster import InstancesObserved, PoolCapacitySet
 from schemas.common import Cause
 from schemas.decisions import JusticeOutcome, ScalingDecision
@@ -59,6 +60,7 @@ MODELS: tuple[type[BaseModel], ...] = (
 )
 JSON_DIR = Path(__file__).resolve().parent / "json"
 OPENAPI = Path(__file__).resolve().parent / "openapi" / "dispatcher-api.json"
+ASYNCAPI = Path(__file__).resolve().parent / "asyncapi.json"
 
 
 def rendered() -> dict[str, str]:
@@ -73,6 +75,12 @@ def rendered_openapi() -> str:
     return json.dumps(openapi(), indent=2, sort_keys=True) + "\n"
 
 
+def rendered_asyncapi() -> str:
+    from importlib.metadata import version
+
+    return json.dumps(document(version("tribunal")), indent=2) + "\n"
+
+
 def export(directory: Path = JSON_DIR) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     written = []
@@ -83,7 +91,8 @@ def export(directory: Path = JSON_DIR) -> list[Path]:
     if directory == JSON_DIR:
         OPENAPI.parent.mkdir(exist_ok=True)
         OPENAPI.write_text(rendered_openapi())
-        written.append(OPENAPI)
+        ASYNCAPI.write_text(rendered_asyncapi())
+        written += [OPENAPI, ASYNCAPI]
     return written
 
 

@@ -1,0 +1,169 @@
+"""tribunal's event contracts as an AsyncAPI 3.0 document: every topic, its key, the records it carries (the JSON
+Schemas of `schemas/json/`), and which component writes and which reads it.
+
+`make schemas` writes it to `schemas/asyncapi.json`; a test checks that the file is current, that it is valid
+AsyncAPI 3.0, that every topic of the catalogue (`streams.topics.catalogue`) is a channel, and that every message
+names an exported schema. Topic names carry the deployment's prefix (`TRIBUNAL_TOPIC_PREFIX`), a channel
+parameter here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+POOL, GROUP, NAMESPACE, JOB_SET = "the pool id", "the scheduler group id", "the dispatcher namespace", "the job set"
+
+# Components, as the operation ids and summaries name them.
+WORKER = "worker"  # tribunal worker
+BUSINESS = "services"  # business services reporting load and capacity (or `tribunal metric`)
+OPERATOR = "operator"  # `tribunal policy apply`
+BRIDGE = "zk-bridge"  # tribunal zk-bridge: what ZooKeeper's watches report
+SCHEDULER = "scheduler"  # tribunal scheduler
+TICKER = "ticker"  # tribunal ticker
+DISPATCH_CLIENT = "dispatch-client"  # tribunal dispatcher-api, executor and jobs commands
+SHARD_NODE = "shard-node"  # tribunal shard-node (its elected leader writes shard-events)
+AUDIT = "audit"  # tribunal replay, explain, export, report, tail
+REDRIVE = "dlq-redrive"  # tribunal dlq redrive
+DOWNSTREAM = "downstream"  # whatever acts on decisions
+
+
+@dataclass(frozen=True)
+class Topic:
+    name: str  # without the deployment's prefix
+    key: str
+    messages: tuple[str, ...]  # model names in schemas/json/, or inline schemas below
+    writers: tuple[str, ...]
+    readers: tuple[str, ...]
+    description: str
+    compacted: bool = False
+
+
+_INPUT_READERS = (WORKER, AUDIT)
+TOPICS: tuple[Topic, ...] = (
+    Topic("policies", POOL, ("DeciderPolicy", "JusticePolicy"), (OPERATOR,), _INPUT_READERS,
+          "A pool's policy: the latest record per pool is in force from the next record on.", compacted=True),
+    Topic("cluster-events", POOL, ("PoolCapacitySet", "InstancesObserved"), (BUSINESS,), _INPUT_READERS,
+          "A pool's capacity, and the instances observed running."),
+    Topic("plugin_decider", POOL, ("CommandEnvelope",), (BUSINESS,), _INPUT_READERS,
+          "Load reports for the decider: the seed's command envelope, `Body` a JSON `MetricBody`."),
+    Topic("plugin_justice", POOL, ("CommandEnvelope",), (BUSINESS,), _INPUT_READERS,
+          "Load reports of the driver app for justice, in the same envelope."),
+    Topic("scaling-decisions", POOL, ("ScalingDecision",), (WORKER,), (DOWNSTREAM, AUDIT),
+          "Which app grows and which gives instances up, with its cause and reasons."),
+    Topic("justice-outcomes", POOL, ("JusticeOutcome",), (WORKER,), (DOWNSTREAM, AUDIT),
+          "The split the driver app's load dictates."),
+    Topic("scheduler-events", GROUP, ("SchedulerRegistered", "SchedulerLost", "SchedulerOfflineRequested",
+                                      "SchedulerOnlineRequested", "MembershipSnapshot"), (BRIDGE, BUSINESS),
+          _INPUT_READERS, "Schedulers joining, leaving and asking to go offline; the bridge's snapshots."),
+    Topic("job-events", GROUP, ("JobCreated", "JobDeleted", "JobAcquired", "JobReleased"), (BRIDGE, BUSINESS),
+          _INPUT_READERS, "Jobs created, deleted, acquired and released in a scheduler group."),
+    Topic("rejection-limits", "group/scheduler", ("RejectionLimit",), (WORKER,), (SCHEDULER, DOWNSTREAM, AUDIT),
+          "How many jobs each scheduler may hold, recomputed from the log.", compacted=True),
+    Topic("group-health", GROUP, ("GroupHealth",), (WORKER,), (DOWNSTREAM, AUDIT),
+          "A group after every event: schedulers, jobs, orphans, and corrections a snapshot made."),
+    Topic("job-offers", GROUP, ("JobOffers",), (WORKER,), (SCHEDULER, AUDIT), "Orphaned jobs offered to schedulers."),
+    Topic("alerts", GROUP, ("Alert",), (WORKER,), (DOWNSTREAM, AUDIT), "A scheduler over its alarm threshold."),
+    Topic("scheduler-alerts", GROUP, ("SchedulerAlert",), (SCHEDULER,), (DOWNSTREAM,),
+          "What scheduler clients say of themselves."),
+    Topic("dispatch-commands", NAMESPACE, ("MaxThreadsSet", "WorkerMaxSet", "JobsAssigned", "JobFinished",
+                                           "JobFailed", "JobCancelled"), (DISPATCH_CLIENT,), _INPUT_READERS,
+          "Timed jobs assigned, finished, failed or cancelled; global and per-tenant caps."),
+    Topic("ticks", NAMESPACE, ("Tick",), (TICKER,), _INPUT_READERS,
+          "The dispatcher's time: the worker reads no clock."),
+    Topic("job-starts", NAMESPACE, ("JobStarted",), (WORKER,), (DISPATCH_CLIENT, AUDIT), "When each timed job starts."),
+    Topic("job-outcomes", NAMESPACE, ("JobOutcome",), (WORKER,), (DISPATCH_CLIENT, AUDIT),
+          "What became of each command."),
+    Topic("dispatcher-health", NAMESPACE, ("DispatcherHealth",), (WORKER,), (TICKER, DOWNSTREAM, AUDIT),
+          "A namespace's queues and running jobs.", compacted=True),
+    Topic("shard-events", JOB_SET, ("NodeJoined", "NodeLost", "TaskCountSet", "NodesSnapshot"), (SHARD_NODE,),
+          _INPUT_READERS, "Nodes joining and leaving a job set, and its task count."),
+    Topic("shard-acks", JOB_SET, ("ShardAck",), (SHARD_NODE,), _INPUT_READERS, "A node taking up its plan."),
+    Topic("shard-plans", JOB_SET, ("ShardPlan",), (WORKER,), (SHARD_NODE, DOWNSTREAM, AUDIT),
+          "Which live node owns which task range.", compacted=True),
+    Topic("dlq-redrives", "dead letter topic:partition:offset", ("RedriveMarker",), (REDRIVE,), (REDRIVE,),
+          "Which dead letters `tribunal dlq redrive` produced again, so none is produced twice.", compacted=True),
+)
+INLINE: dict[str, dict[str, Any]] = {
+    "RedriveMarker": {"type": "object", "required": ["topic", "reason_code"], "additionalProperties": False,
+                      "properties": {"topic": {"type": "string"}, "reason_code": {"type": "string"}}},
+    "Forwarded": {"description": "The original record's key and value, as its producer sent them; headers name its "
+                                 "original topic, partition and offset (streams.worker.routing)."},
+}
+FOLD_OF = {  # each fold's repartition topic, and the inputs whose records it forwards
+    "pools": ("policies", "cluster-events", "plugin_decider", "plugin_justice"),
+    "groups": ("scheduler-events", "job-events"),
+    "dispatch": ("dispatch-commands", "ticks"),
+    "shards": ("shard-events", "shard-acks"),
+}
+
+
+def topics() -> tuple[Topic, ...]:
+    """Every topic: the table above, each fold's repartition topic, and each input's dead letters."""
+    by_name = {t.name: t for t in TOPICS}
+    internal = tuple(Topic(f"{fold}.repartition", by_name[inputs[0]].key, ("Forwarded",), (WORKER,), (WORKER,),
+                           f"Records of {', '.join(inputs)} that arrived on another partition than their key's, "
+                           "forwarded there by the worker.") for fold, inputs in FOLD_OF.items())
+    dead = tuple(Topic(f"{t.name}.dlq", t.key, ("DeadLetter",), (WORKER,), (AUDIT, REDRIVE),
+                       f"Records of {t.name} the worker could not fold, with the reason.")
+                 for t in (*TOPICS, *internal) if WORKER in t.readers)
+    return (*TOPICS, *internal, *dead)
+
+
+def _channel_id(name: str) -> str:
+    return name.replace(".", "-")
+
+
+def _message(name: str) -> dict[str, Any]:
+    payload = INLINE.get(name, {"$ref": f"./json/{name}.json"})
+    return {"name": name, "title": name, "contentType": "application/json", "payload": payload}
+
+
+def document(version: str) -> dict[str, Any]:
+    """The AsyncAPI 3.0 document of tribunal `version`."""
+    channels: dict[str, Any] = {}
+    operations: dict[str, Any] = {}
+    messages: dict[str, Any] = {}
+    for topic in topics():
+        cid = _channel_id(topic.name)
+        for name in topic.messages:
+            messages[name] = _message(name)
+        config: dict[str, Any] = {"cleanup.policy": ["compact" if topic.compacted else "delete"]}
+        channels[cid] = {
+            "address": "{prefix}" + topic.name,
+            "title": topic.name,
+            "description": f"{topic.description} Key: {topic.key}.",
+            "parameters": {"prefix": {"$ref": "#/components/parameters/prefix"}},
+            "messages": {name: {"$ref": f"#/components/messages/{name}"} for name in topic.messages},
+            "bindings": {"kafka": {"topicConfiguration": config, "bindingVersion": "0.5.0"}},
+        }
+        refs = [{"$ref": f"#/channels/{cid}/messages/{name}"} for name in topic.messages]
+        for action, components in (("send", topic.writers), ("receive", topic.readers)):
+            for component in components:
+                operations[f"{component}-{action}s-{cid}"] = {
+                    "action": action, "channel": {"$ref": f"#/channels/{cid}"}, "messages": refs,
+                    "summary": f"{component} {'writes' if action == 'send' else 'reads'} {topic.name}"}
+    return {
+        "asyncapi": "3.0.0",
+        "info": {"title": "tribunal", "version": version,
+                 "description": "An event-sourced control plane for elastic scheduling: the records tribunal reads "
+                                "and writes on Kafka. Values are UTF-8 JSON; keys are UTF-8 strings. Outputs "
+                                "carry their cause (input topic, partition, offset, timestamp) and a per-key seq."},
+        "defaultContentType": "application/json",
+        "servers": {
+            "local": {"host": "127.0.0.1:9092", "protocol": "kafka",
+                      "description": "`tribunal infra up`: plaintext"},
+            "secured-local": {"host": "127.0.0.1:9392", "protocol": "kafka-secure",
+                              "description": "`tribunal infra up --secure`: SASL_SSL, SCRAM-SHA-512, ACLs",
+                              "security": [{"$ref": "#/components/securitySchemes/scram"}]},
+        },
+        "channels": channels,
+        "operations": operations,
+        "components": {
+            "messages": dict(sorted(messages.items())),
+            "parameters": {"prefix": {"description": "The deployment's topic prefix (TRIBUNAL_TOPIC_PREFIX), "
+                                                     "e.g. 'staging.'; empty by default."}},
+            "securitySchemes": {"scram": {"type": "scramSha512",
+                                          "description": "A SCRAM user; `tribunal acl apply` grants it its rights"}},
+        },
+    }
