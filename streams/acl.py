@@ -4,9 +4,10 @@ Three principals, named by the operator (`tribunal acl apply --worker ... --prod
 
 * the worker (and tribunal's other daemons, which run as it: the ZooKeeper bridge, the ticker,
   schedulers): reads and writes tribunal's topics (the bridge and the ticker produce inputs, the
-  worker forwards records to its repartition topics and dead-letters bad ones), owns everything named
-  after its app id (its changelogs, made and given their settings by `declare_topics`), its
-  consumer group and its transactional ids;
+  worker forwards records to its repartition topics and dead-letters bad ones), its changelogs (named
+  one by one: it makes them and gives them their settings, `declare_topics`), its consumer group, and
+  the transactional ids Faust names `<app id>-...` (a prefix: app ids must not begin with another
+  deployment's app id and a dash);
 * producers: write the inputs business services and schedulers report on, but not `policies` (a pool's
   policy is the operator's to set) nor `ticks` (the worker's time, from tribunal's ticker), and nothing
   else: no decision can be forged;
@@ -26,6 +27,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from streams.core.folds import FOLDS
 from streams.errors import ConfigError, TribunalError
 from streams.settings import Settings
 from streams.topics import catalogue, input_topics
@@ -57,9 +59,11 @@ def grants(settings: Settings, worker: str, producer: str, auditor: str) -> list
     kept = {settings.topic(t) for t in NOT_REPORTED}
     reported = tuple(sorted(t for t in input_topics(settings) if t not in kept))
     owned = f"{settings.app_id}-"
+    names = [t.name for fold in FOLDS for t in fold.tables] + [p.name for fold in FOLDS for p in fold.parts]
+    changelogs = tuple(sorted(f"{owned}{name}-changelog" for name in names))
     return [
         Grant(worker, "topic", topics, ("Read", "Write", "Describe", "Create", "DescribeConfigs")),
-        Grant(worker, "topic", (owned,), ("All",), prefixed=True),
+        Grant(worker, "topic", changelogs, ("Read", "Write", "Describe", "Create", "DescribeConfigs", "AlterConfigs")),
         Grant(worker, "group", (settings.app_id,), ("Read", "Describe")),
         Grant(worker, "transactional-id", (owned,), ("Write", "Describe"), prefixed=True),
         Grant(producer, "topic", reported, ("Write", "Describe")),
@@ -75,12 +79,24 @@ def java_client_properties(settings: Settings) -> dict[str, str]:
             raise ConfigError("SASL needs TRIBUNAL_SASL_USERNAME and TRIBUNAL_SASL_PASSWORD")
         module = ("org.apache.kafka.common.security.plain.PlainLoginModule" if settings.sasl_mechanism == "PLAIN"
                   else "org.apache.kafka.common.security.scram.ScramLoginModule")
-        password = settings.sasl_password.get_secret_value().replace("\\", "\\\\").replace('"', '\\"')
+        user, password = (_jaas_quoted(v) for v in (settings.sasl_username, settings.sasl_password.get_secret_value()))
         props |= {"sasl.mechanism": settings.sasl_mechanism,
-                  "sasl.jaas.config": f'{module} required username="{settings.sasl_username}" password="{password}";'}
+                  "sasl.jaas.config": f'{module} required username="{user}" password="{password}";'}
+    elif settings.ssl_certfile is not None:
+        raise ConfigError("tribunal acl apply signs in with SASL only; with a client certificate, run the commands "
+                          "`--print` shows")
     if settings.security_protocol in ("SSL", "SASL_SSL") and settings.ssl_cafile is not None:
         props |= {"ssl.truststore.type": "PEM", "ssl.truststore.location": str(settings.ssl_cafile)}
     return props
+
+
+def _jaas_quoted(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _properties_line(key: str, value: str) -> str:
+    """`key=value` as Java's `Properties.load` reads it back (a backslash escapes the next character)."""
+    return f"{key}={value.replace(chr(92), chr(92) * 2)}\n"
 
 
 def commands(settings: Settings, all_grants: list[Grant]) -> list[str]:
@@ -95,7 +111,7 @@ def apply(settings: Settings, all_grants: list[Grant], java: list[str]) -> None:
     with tempfile.TemporaryDirectory(prefix="tribunal-acl-") as tmp:
         config = Path(tmp) / "client.properties"
         config.touch(mode=0o600)
-        config.write_text("".join(f"{k}={v}\n" for k, v in java_client_properties(settings).items()))
+        config.write_text("".join(_properties_line(k, v) for k, v in java_client_properties(settings).items()))
         for grant in all_grants:
             cmd = [*java, "kafka.admin.AclCommand", "--bootstrap-server", settings.kafka_bootstrap,
                    "--command-config", str(config), *grant.arguments()]

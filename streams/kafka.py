@@ -16,10 +16,10 @@ from streams.errors import ConfigError
 from streams.settings import Settings
 
 FETCH_WAIT_MS = 100
-"""How long the broker may hold a worker's fetch for data. A broker answers one connection's requests in
-order, so an offset lookup sent behind a held fetch waits for it: with Faust's 1.5 s a restart's recovery
-spent seconds so (streams.worker.faust_private, `fetch_without_long_waits`). A busy consumer never waits: a
-fetch returns as soon as there is a record."""
+"""How long the broker may hold a fetch for data, for a worker's side consumer and for its Faust consumer while
+it recovers. A broker answers one connection's requests in order, so an offset lookup sent behind a held
+fetch waits for it: with Faust's 1.5 s a restart's recovery spent seconds so (streams.worker.faust_private,
+`fetch_briefly_while_recovering`)."""
 
 
 class _LastError(logging.Handler):
@@ -30,9 +30,16 @@ class _LastError(logging.Handler):
     def __init__(self) -> None:
         super().__init__(logging.ERROR)
         self.last: str | None = None
+        self.at = 0.0
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.last = record.getMessage().splitlines()[0]
+        self.last, self.at = record.getMessage().splitlines()[0], record.created
+
+    def recent(self, seconds: float = 60.0) -> str | None:
+        """The last error, if it was logged within `seconds` (a daemon's older one was about something else)."""
+        import time
+
+        return self.last if self.last is not None and time.time() - self.at <= seconds else None
 
 
 _last_error = _LastError()
@@ -44,8 +51,9 @@ def reason(e: BaseException) -> str:
     from aiokafka.errors import KafkaConnectionError
 
     text = str(e) if str(e).startswith("[Error") else f"{type(e).__name__}: {e}"
-    if isinstance(e, KafkaConnectionError) and _last_error.last:
-        text += f" ({_last_error.last})"
+    logged = _last_error.recent()
+    if isinstance(e, KafkaConnectionError) and logged:
+        text += f" ({logged})"
     return text
 
 

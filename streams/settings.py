@@ -65,6 +65,9 @@ class Settings(BaseSettings):
         None, description="Static group membership id (KIP-345); default: app id, host name and web port. "
                           "A restarted worker with the same id takes its partitions back without a rebalance")
     log_level: str = "info"
+    log_format: Literal["text", "json"] = Field(
+        "text", description="'json': one JSON object a line, with the fold, key and cause a line is about "
+                            "(see streams.logs)")
     folds: str = Field(
         "", description="More folds beside the built-in ones (pools, groups, dispatch), as 'module:NAME' entries "
                         "separated by commas (each a `streams.core.folds.Fold`); every command registers them "

@@ -14,7 +14,9 @@ records to their key's partition (`streams.worker.routing`).
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
+from typing import Any
 
 from streams import kafka
 from streams.core.folds import FOLDS
@@ -95,6 +97,15 @@ def create_topics(settings: Settings, specs: list[TopicSpec] | None = None) -> l
 
 
 _TOPIC_ALREADY_EXISTS = 36  # CreateTopics' error code
+_UNKNOWN_TOPIC = 3  # DescribeConfigs': a topic listed, but not yet known to the broker asked
+
+
+class _NotYetKnown(TribunalError):
+    """A topic just made by another client, not yet known to every broker (`made`: what this attempt made)."""
+
+    def __init__(self, topic: str, made: list[str]) -> None:
+        super().__init__(f"topic {topic} is listed but not yet known to the broker asked")
+        self.made = made
 _DYNAMIC_TOPIC_CONFIG = 1  # a DescribeConfigs entry's source: set on this topic (not a broker's or the default)
 
 
@@ -117,12 +128,15 @@ async def _declare(settings: Settings, wanted: dict[str, dict[str, str]]) -> tup
                     missing.remove(topic)
                 elif error:
                     raise TribunalError(f"cannot make topic {topic}: {message[0] if message else error}")
+            await _until_known(admin, missing)
         existing = sorted(set(wanted) & present)
         if not existing:
             return missing, []
         described = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, t) for t in existing])
         changes = []
         for error, message, _, topic, entries in (r for response in described for r in response.resources):
+            if error == _UNKNOWN_TOPIC:
+                raise _NotYetKnown(topic, missing)
             if error:
                 raise TribunalError(f"cannot describe topic {topic}'s settings: {message or error}")
             own = {name: value for name, value, _, source, *_ in entries if source == _DYNAMIC_TOPIC_CONFIG}
@@ -142,8 +156,35 @@ async def _declare(settings: Settings, wanted: dict[str, dict[str, str]]) -> tup
         await admin.close()
 
 
+async def _until_known(admin: Any, topics: list[str], patience: float = 30.0) -> None:
+    """Wait until the broker's metadata lists every partition of `topics`. A KRaft broker may answer a metadata
+    request with "unknown topic" for a moment after the controller made the topic; a group leader that assigned
+    partitions then (three workers starting together, tests/worker/test_scale_out.py) left them out, and no
+    table was recovered."""
+    deadline = asyncio.get_running_loop().time() + patience
+    while topics:
+        described = await admin.describe_topics(topics)
+        topics = [d["topic"] for d in described if d["error_code"] or not d["partitions"]]
+        if topics and asyncio.get_running_loop().time() > deadline:
+            raise TribunalError(f"topics {topics} were made but the broker does not list them")
+        if topics:
+            await asyncio.sleep(0.1)
+
+
 def declare_topics(settings: Settings, wanted: dict[str, dict[str, str]]) -> tuple[list[str], list[str]]:
     """Create each topic named in `wanted` that is missing, with its settings (and the deployment's partitions
     and replication), and give each existing one those settings, keeping its other per-topic settings (Kafka's
-    AlterConfigs replaces a topic's whole set). Returns the names created and the names changed."""
-    return asyncio.run(_declare(settings, wanted))
+    AlterConfigs replaces a topic's whole set). Returns the names created and the names changed.
+
+    Workers of one app start together and each declares the same topics: a topic another one has just made
+    may be listed before every broker knows it, so an unknown topic is asked about again a few times."""
+    made: list[str] = []
+    for attempt in range(10):
+        try:
+            created, changed = asyncio.run(_declare(settings, wanted))
+            return sorted(made + created), changed
+        except _NotYetKnown as e:
+            made += e.made
+            time.sleep(0.2 * (attempt + 1))
+    created, changed = asyncio.run(_declare(settings, wanted))
+    return sorted(made + created), changed

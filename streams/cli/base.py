@@ -49,15 +49,17 @@ def connection(
     ssl_keyfile: Annotated[Path | None, typer.Option(help="Client key, PEM")] = None,
     zookeeper_auth_file: Annotated[Path | None, typer.Option(
         help="A file holding 'user:password' for ZooKeeper (default $TRIBUNAL_ZOOKEEPER_AUTH)")] = None,
+    log_format: Annotated[str | None, typer.Option(
+        help="Logs of the worker and daemons: text, or json (one object a line; default $TRIBUNAL_LOG_FORMAT)")] = None,
 ) -> None:
-    """How every Kafka and ZooKeeper client of the command connects; secrets come from files or the
-    environment, never from the command line, where `ps` shows them."""
+    """How every Kafka and ZooKeeper client of the command connects, and how it logs; secrets come from files
+    or the environment, never from the command line, where `ps` shows them."""
     import os
 
     given = {"SECURITY_PROTOCOL": security_protocol, "SASL_MECHANISM": sasl_mechanism,
              "SASL_USERNAME": sasl_username, "SASL_PASSWORD": _secret_from(sasl_password_file),
              "SSL_CAFILE": ssl_cafile, "SSL_CERTFILE": ssl_certfile, "SSL_KEYFILE": ssl_keyfile,
-             "ZOOKEEPER_AUTH": _secret_from(zookeeper_auth_file)}
+             "ZOOKEEPER_AUTH": _secret_from(zookeeper_auth_file), "LOG_FORMAT": log_format}
     for name, value in given.items():
         if value is not None:  # the settings of this process and of any it starts (a worker's re-execution)
             os.environ[f"TRIBUNAL_{name}"] = str(value)
@@ -109,7 +111,9 @@ def serve(make: Callable[[asyncio.Event], Awaitable[None]]) -> None:
     import logging
     import signal
 
-    logging.basicConfig(level=logging.INFO, format="[%(asctime)s] [%(process)d] [%(levelname)s] %(message)s")
+    from streams import logs
+
+    logs.configure(Settings().log_format)
     logging.getLogger("kazoo.client").setLevel(logging.WARNING)
 
     async def main() -> None:

@@ -137,8 +137,11 @@ def zookeeper_config(topology: Topology) -> dict[str, str]:
 
 
 def _write_properties(path: Path, props: dict[str, str]) -> None:
+    """Written readable by its owner only from the start: a secured broker's holds its own passwords."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write("".join(f"{k}={v}\n" for k, v in props.items()))
 
 
 @dataclass(frozen=True)
@@ -349,7 +352,7 @@ class Cluster:
         for i, server in enumerate(self.servers()[1:]):
             props = broker_properties(t, i)
             _write_properties(server.config, props)
-            server.config.chmod(0o600)  # a secured broker's holds its own passwords
+            server.config.chmod(0o600)  # also one an earlier version wrote
             if not (Path(props["log.dirs"]) / "meta.properties").exists():
                 cmd = [*self.jvm(None, 128), "kafka.tools.StorageTool", "format", "-t", cid,
                        "-c", str(server.config), "--ignore-formatted", *users]

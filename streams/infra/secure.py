@@ -117,7 +117,10 @@ class Credentials:
         }
 
     def scram_arguments(self) -> list[str]:
-        """`kafka.tools.StorageTool format` arguments that store every SCRAM user with the brokers' metadata."""
+        """`kafka.tools.StorageTool format` arguments that store every SCRAM user with the brokers' metadata. The
+        tool takes them on its command line only: for the second or two it runs (once, when the stack is first
+        made) another local user could read them with `ps`. A local stack's price; a production cluster's users
+        are made by its operators' own means."""
         return [arg for user, password in self.passwords().items() if user not in ("controller", ZOOKEEPER_USER)
                 for arg in ("--add-scram", f"{SCRAM}=[name={user},password={password}]")]
 
@@ -148,6 +151,7 @@ def _certificates(days: int = 825) -> tuple[str, str]:
           .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
           .not_valid_after(now + datetime.timedelta(days=days))
           .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+          .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
           .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
                                        content_commitment=False, key_encipherment=False, data_encipherment=False,
                                        key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
@@ -161,6 +165,7 @@ def _certificates(days: int = 825) -> tuple[str, str]:
                                                         x509.DNSName("localhost")]), critical=False)
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
                            critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
             .sign(ca_key, hashes.SHA256()))
     pem = serialization.Encoding.PEM
     key_pem = key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()

@@ -98,7 +98,6 @@ def create_app(settings: Settings) -> faust.App:
     faust_private.deliver_without_tasks()
     faust_private.fetch_while_streams_are_full()
     faust_private.commit_without_a_table()
-    faust_private.fetch_without_long_waits(kafka.FETCH_WAIT_MS)
     faust_private.recover_without_a_pause()
     app = faust.App(
         settings.app_id,
@@ -129,6 +128,7 @@ def create_app(settings: Settings) -> faust.App:
         consumer_group_instance_id=settings.instance_id
         or f"{settings.app_id}-{socket.gethostname()}-{settings.web_port}",
     )
+    faust_private.fetch_briefly_while_recovering(app, kafka.FETCH_WAIT_MS)
     progress = Progress()
     continuity = Continuity(app, settings.kafka_bootstrap)
     faust_private.end_recovery_only_when_read(app, continuity.first_offsets_from)

@@ -143,7 +143,8 @@ class Continuity:
             verdict = self.positions.held(tp, offset, generation, first)
             if isinstance(verdict, Drop):
                 log.warning("%s[%d]: handed offset %d while %d is next: Faust skipped records; re-fetching from %d",
-                            topic, partition, offset, first, first)
+                            topic, partition, offset, first, first,
+                            extra={"cause": {"topic": topic, "partition": partition, "offset": offset}})
         if isinstance(verdict, Drop):
             faust_private.let_go(self.app.consumer, message)
             if verdict.seek is not None:

@@ -84,14 +84,15 @@ into Faust only through a function here, so a Faust upgrade means reading this o
   start, as Faust would read a new one: correct, and the cost of a rebalance grows with the
   changelogs (compacted: with the live keys).
 
-* `fetch_without_long_waits`: Faust's consumer asks the broker to hold each fetch up to a fixed
-  1.5 s for data (`fetch_max_wait_ms=1500` in `AIOKafkaConsumerThread._create_worker_consumer`).
+* `fetch_briefly_while_recovering`: Faust's consumer asks the broker to hold each fetch up to a
+  fixed 1.5 s for data (`fetch_max_wait_ms=1500` in `AIOKafkaConsumerThread._create_worker_consumer`).
   A broker answers one connection's requests in order, so every offset lookup, and every fetch
   after a seek, waited behind such a held fetch: a restart's recovery spent 1.3-1.5 s on each of
   its highwater and earliest-offset lookups and more between its changelog fetches
-  (bench/restart.py, aiokafka's debug log). The consumer is now made with a short wait
-  (`streams.kafka.FETCH_WAIT_MS`), which costs an idle worker a few empty fetches a second and a
-  busy one nothing: a fetch returns as soon as any record is there.
+  (bench/restart.py, aiokafka's debug log). From a rebalance's start until its recovery is
+  complete the consumer's fetcher now asks for a short wait (`streams.kafka.FETCH_WAIT_MS`); then
+  Faust's 1.5 s again, since a short wait in steady running cost latency (bench/e2e.py at 5,000/s:
+  p50 234 ms against 78; the fetcher's `_fetch_max_wait_ms`, read for every fetch it sends).
 
 * `recover_without_a_pause`: Faust's table manager sleeps a fixed second before it starts recovery
   (`TableManager.on_start`), time for tables made lazily (in an agent's body) to register. A worker
@@ -157,9 +158,13 @@ def check() -> None:
     if [line.strip() for line in inspect.getsource(TableManager.on_start).splitlines()[2:]] != _TABLE_MANAGER_START:
         missing.append("TableManager.on_start sleeping 1 s, then updating its channels and starting recovery")
     create = inspect.getsource(AIOKafkaConsumerThread._create_worker_consumer)
-    if "fetch_max_wait_ms=" not in create or "self._fetch_max_wait_ms = fetch_max_wait_ms" not in inspect.getsource(
-            aiokafka.AIOKafkaConsumer.__init__):
-        missing.append("AIOKafkaConsumerThread._create_worker_consumer setting aiokafka's fetch_max_wait_ms")
+    from aiokafka.consumer.fetcher import Fetcher
+
+    kept = "self._fetch_max_wait_ms = fetch_max_wait_ms"
+    if (f"fetch_max_wait_ms={FAUST_FETCH_WAIT_MS}" not in create or kept not in inspect.getsource(Fetcher.__init__)
+            or kept not in inspect.getsource(aiokafka.AIOKafkaConsumer.__init__)):
+        missing.append(f"AIOKafkaConsumerThread._create_worker_consumer setting fetch_max_wait_ms="
+                       f"{FAUST_FETCH_WAIT_MS} and aiokafka's Fetcher keeping it")
     if "terminal.logtable(" not in inspect.getsource(Consumer._commit_offsets):
         missing.append("Consumer._commit_offsets drawing its offsets with terminal.logtable")
     init = inspect.getsource(Consumer.__init__)
@@ -203,17 +208,34 @@ def recover_without_a_pause() -> None:
     TableManager.on_start = on_start
 
 
-def fetch_without_long_waits(wait_ms: int) -> None:
+FAUST_FETCH_WAIT_MS = 1500
+
+
+def fetch_briefly_while_recovering(app: Any, brief_ms: int) -> None:
     from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
 
     create = _ORIGINALS.setdefault("_create_worker_consumer", AIOKafkaConsumerThread._create_worker_consumer)
 
     def _create_worker_consumer(self: Any, transport: Any) -> Any:
         consumer = create(self, transport)
-        consumer._fetch_max_wait_ms = wait_ms  # read when the consumer starts its fetcher
+        consumer._fetch_max_wait_ms = brief_ms  # a worker starts by recovering; read when its fetcher starts
         return consumer
 
     AIOKafkaConsumerThread._create_worker_consumer = _create_worker_consumer
+
+    def wait(ms: int) -> None:
+        consumer = getattr(app.consumer._thread, "_consumer", None)
+        fetcher = getattr(consumer, "_fetcher", None)
+        if fetcher is not None:
+            fetcher._fetch_max_wait_ms = ms
+
+    @app.on_partitions_revoked.connect
+    async def brief(sender: Any, /, *args: Any, **kwargs: Any) -> None:
+        wait(brief_ms)
+
+    @app.on_rebalance_complete.connect
+    async def usual(sender: Any, /, *args: Any, **kwargs: Any) -> None:
+        wait(FAUST_FETCH_WAIT_MS)
 
 
 def ask_the_broker_for_highwaters() -> None:

@@ -6,6 +6,7 @@ import logging
 
 import faust
 
+from streams import logs
 from streams.collector import fewer_collections, freeze_start_up
 from streams.settings import Settings
 from streams.topics import create_topics, declare_topics
@@ -20,6 +21,7 @@ def run(settings: Settings) -> None:
     Under exactly-once the local table files are discarded first (see `streams.worker.app`): a
     SIGKILLed worker may have written state there that its aborted transaction never committed.
     """
+    logs.configure(settings.log_format)  # lines before Faust's own logging starts: in the same format
     create_topics(settings)
     fewer_collections()
     app = create_app(settings)
@@ -32,7 +34,8 @@ def run(settings: Settings) -> None:
     if settings.processing_guarantee == "exactly_once":
         discard_local_tables(app)
     freeze_start_up()
-    worker = faust.Worker(app, loglevel=settings.log_level, logfile=None)
+    worker = faust.Worker(app, loglevel=settings.log_level, logfile=None, quiet=settings.log_format == "json",
+                          logging_config=logs.faust_logging_config(settings.log_format, settings.log_level))
     # Faust's progress spinner sets the root logger to DEBUG (to spin on every record logged), so
     # every aiokafka debug call built a log record: 7% of the worker's time, measured.
     worker.spinner = None

@@ -24,6 +24,7 @@ from typing import Any
 
 from streams.core.deadletter import Rejected
 from streams.core.source import SourceRecord, record_key
+from streams.logs import about
 from streams.worker import routing
 from streams.worker.checkpoint import Checkpoint
 from streams.worker.keeper import Keeper
@@ -77,7 +78,7 @@ class Unit:
             try:
                 record = routing.original(record.topic, m.partition, m.offset, m.key, m.value, m.headers)
             except routing.NotForwarded as exc:  # not ours: say so, touch no state
-                log.error("%s", exc)
+                log.error("%s", exc, extra=about(fold.name, None, record.topic, record.partition, record.offset))
                 _, outputs = fold.reject(fold.empty(), record, Rejected("not_forwarded", str(exc)), record_key(record))
                 checkpoint.add(event, outputs)
                 return
@@ -91,14 +92,16 @@ class Unit:
         try:
             before = self.keeper.load(key)
         except Exception as exc:  # an unreadable table entry: report the record, keep the entry
-            log.exception("cannot load the state of %s %r", fold.name, key)
+            log.exception("cannot load the state of %s %r", fold.name, key,
+                          extra=about(fold.name, key, record.topic, record.partition, record.offset))
             _, outputs = fold.reject(fold.empty(), record, Rejected("state_unreadable", repr(exc)), key)
             checkpoint.add(event, outputs, record.topic)
             return
         try:
             after, outputs = fold.apply(before, record, logical)
         except Exception as exc:  # a bug must cost one record, not the worker
-            log.exception("fold failed on %s[%s]@%s", record.topic, record.partition, record.offset)
+            log.exception("fold failed on %s[%s]@%s", record.topic, record.partition, record.offset,
+                          extra=about(fold.name, key, record.topic, record.partition, record.offset))
             after, outputs = fold.reject(before, record, Rejected("internal_error", repr(exc)), key)
         if after is before:
             checkpoint.add(event, outputs, record.topic)

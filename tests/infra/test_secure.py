@@ -73,8 +73,10 @@ def one_line_error(done: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
-def test_credentials_are_private_and_name_no_secret_on_the_command_line(stack: Stack) -> None:
-    for path in (stack.credentials.users_file, stack.credentials.keystore, stack.credentials.env_file("worker")):
+def test_credential_files_are_private_and_settings_never_print_a_password(stack: Stack) -> None:
+    broker_config = stack.cluster.servers()[1].config  # holds the broker's and the controller's passwords
+    for path in (stack.credentials.users_file, stack.credentials.keystore, stack.credentials.env_file("worker"),
+                 broker_config):
         assert path.stat().st_mode & 0o077 == 0, path
     password = stack.credentials.passwords()["worker"]
     assert password not in repr(stack.settings("worker"))  # SecretStr: never printed with the settings

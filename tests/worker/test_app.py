@@ -1,5 +1,5 @@
-"""What a worker makes of the broker's topics: changelogs the broker compacts soon, from a fresh start or
-an earlier version's topics."""
+"""What a worker makes of its surroundings: changelogs the broker compacts soon (from a fresh start or an
+earlier version's topics), and logs a pipeline can read (`--log-format json`)."""
 
 from __future__ import annotations
 
@@ -25,3 +25,20 @@ def test_changelogs_are_compacted_soon_also_those_an_earlier_version_made(kafka:
                 "cleanup.policy": "compact", **CHANGELOG_CONFIG}, table
     finally:
         worker.stop()
+
+
+def test_with_json_logs_every_line_the_worker_writes_is_one_json_object(worker_env: dict[str, str],
+                                                                       tmp_path: Path) -> None:
+    import json
+
+    tribunal("topics", "create", env=worker_env)
+    worker = Worker({**worker_env, "TRIBUNAL_LOG_FORMAT": "json"}, tmp_path / "worker.log")
+    worker.start()
+    try:
+        wait_until_ready(worker, 1)
+    finally:
+        worker.stop()
+    lines = worker.log().splitlines()
+    entries = [json.loads(line) for line in lines]  # no banner, no table drawn across lines
+    assert all({"time", "level", "logger", "message"} <= set(e) for e in entries)
+    assert any(e["message"] == "[^Worker]: Ready" for e in entries)

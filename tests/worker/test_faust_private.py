@@ -171,9 +171,10 @@ def test_recovery_waits_shortly_for_its_next_changelog_record_and_no_other_wait_
     assert shim.sleep is asyncio.sleep and shim.TimeoutError is asyncio.TimeoutError
 
 
-def test_recovery_starts_without_a_pause() -> None:
+def test_recovery_starts_without_a_pause(monkeypatch: pytest.MonkeyPatch) -> None:
     from faust.tables.manager import TableManager
 
+    monkeypatch.setattr(TableManager, "on_start", TableManager.on_start)  # Faust's own again after the test
     faust_private.recover_without_a_pause()
     steps: list[str] = []
 
@@ -209,17 +210,27 @@ def test_a_moved_table_manager_start_is_named(monkeypatch: pytest.MonkeyPatch) -
         faust_private.check()
 
 
-def test_the_worker_consumer_lets_the_broker_hold_a_fetch_only_briefly() -> None:
+def test_the_consumer_fetches_with_a_short_wait_only_while_recovering(monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
     import faust
+    from faust.transport.drivers.aiokafka import AIOKafkaConsumerThread
 
-    faust_private.fetch_without_long_waits(100)
+    monkeypatch.setattr(AIOKafkaConsumerThread, "_create_worker_consumer",
+                        AIOKafkaConsumerThread._create_worker_consumer)  # Faust's own again after the test
 
-    async def made() -> int:
+    async def waits() -> list[int]:
         app = faust.App("t-fetch-wait", broker="kafka://127.0.0.1:9", processing_guarantee="exactly_once")
+        faust_private.fetch_briefly_while_recovering(app, 100)
         consumer = app.consumer._thread._create_worker_consumer(app.transport)  # not started: no broker needed
-        try:
-            return int(consumer._fetch_max_wait_ms)  # what its fetcher will send with every fetch
-        finally:
-            await consumer.stop()
+        seen = [int(consumer._fetch_max_wait_ms)]  # what its fetcher starts with: a worker starts by recovering
+        await consumer.stop()
+        fetcher = types.SimpleNamespace(_fetch_max_wait_ms=100)  # as the started consumer's fetcher reads it
+        app.consumer._thread._consumer = types.SimpleNamespace(_fetcher=fetcher)
+        await app.on_rebalance_complete.send()  # recovery done
+        seen.append(fetcher._fetch_max_wait_ms)
+        await app.on_partitions_revoked.send(set())  # the next rebalance
+        seen.append(fetcher._fetch_max_wait_ms)
+        return seen
 
-    assert asyncio.run(made()) == 100  # Faust's own: 1,500 ms
+    assert asyncio.run(waits()) == [100, faust_private.FAUST_FETCH_WAIT_MS, 100]
