@@ -252,6 +252,7 @@ class Phase:
     rate: float | None = None  # None: a backlog, produced as fast as possible
     guarantee: str = "exactly_once"
     wrong: bool = False  # every record on a partition other than its key's
+    metrics: bool = True  # the worker counts for /metrics (TRIBUNAL_METRICS)
 
 
 @dataclass
@@ -295,6 +296,7 @@ def start_worker(env: dict[str, str]) -> subprocess.Popen[bytes]:
 async def run_phase(bootstrap: str, phase: Phase, index: int, home: Path) -> Result:
     prefix = f"bench{index}."
     env, port = worker_env(bootstrap, f"bench{index}", home, phase.guarantee)
+    env["TRIBUNAL_METRICS"] = str(phase.metrics).lower()
     worker = start_worker(env)
     try:
         await produce(bootstrap, prefix + "policies",
@@ -341,7 +343,8 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="copy the workers' logs to this directory")
     args = parser.parse_args()
     at_rate = int(args.rate * args.seconds)
-    phases = [Phase("backlog, exactly-once", args.records), Phase("1,000/s exactly-once", at_rate, args.rate),
+    phases = [Phase("backlog, exactly-once", args.records), Phase("backlog, metrics off", args.records, metrics=False),
+              Phase("1,000/s exactly-once", at_rate, args.rate),
               Phase("1,000/s at-least-once", at_rate, args.rate, "at_least_once"),
               Phase(f"{args.high_rate:,.0f}/s exactly-once", int(args.high_rate * args.high_seconds), args.high_rate),
               Phase("backlog, misrouted", args.records, wrong=True)]
@@ -367,7 +370,8 @@ def main() -> None:
             p50, p99, warm = latency_of(r.seen)
             print(f"{'tribunal ' + r.phase.name:<36} {r.throughput:>10,.0f} {p50:>8.1f} {p99:>8.1f}  ({warm:.1f}; "
                   f"{r.behind} decisions outstanding when the last input was produced)")
-    keyed, misrouted = ours[0], ours[-1]
+    keyed, unmeasured, misrouted = ours[0], ours[1], ours[-1]
+    print(f"throughput ratio metrics on/off (backlog, exactly-once): {keyed.throughput / unmeasured.throughput:.3f}")
     print(f"throughput ratio tribunal/Faust-only agent: {keyed.throughput / faust_only:.2f}")
     print(f"throughput ratio tribunal/baseline: {keyed.throughput / throughput:.2f}; misrouted/baseline: "
           f"{misrouted.throughput / throughput:.2f}; misrouted/keyed: {misrouted.throughput / keyed.throughput:.2f}")

@@ -65,6 +65,8 @@ class Settings(BaseSettings):
         None, description="Static group membership id (KIP-345); default: app id, host name and web port. "
                           "A restarted worker with the same id takes its partitions back without a rebalance")
     log_level: str = "info"
+    metrics: bool = Field(True, description="Count records, dead letters, latencies and lag for /metrics (a dict "
+                                            "increment per record; off only to measure what that costs)")
     log_format: Literal["text", "json"] = Field(
         "text", description="'json': one JSON object a line, with the fold, key and cause a line is about "
                             "(see streams.logs)")

@@ -26,8 +26,8 @@ def _published(service: str) -> set[int]:
     return {int(p.split(":")[-1]) for p in SERVICES[service]["ports"]}
 
 
-def test_services_are_zookeeper_kafka_the_worker_and_the_bridge() -> None:
-    assert set(SERVICES) == {"zookeeper", "kafka", "worker", "zk-bridge"}
+def test_services_are_zookeeper_kafka_the_worker_the_bridge_and_their_monitoring() -> None:
+    assert set(SERVICES) == {"zookeeper", "kafka", "worker", "zk-bridge", "prometheus", "grafana"}
     assert SERVICES["zk-bridge"]["command"] == ["tribunal", "zk-bridge"]
     assert SERVICES["kafka"]["image"].startswith("apache/kafka:3.9.")
     assert SERVICES["zookeeper"]["image"].startswith("zookeeper:3.8.")
@@ -66,3 +66,13 @@ def test_tribunal_services_point_at_the_compose_servers(service: str) -> None:
     assert f"//{env['KAFKA_BOOTSTRAP']}" in kafka_listeners
     assert env["ZOOKEEPER_HOSTS"] == "zookeeper:2181"
     assert set(SERVICES[service]["depends_on"]) == {"kafka", "zookeeper"}
+
+
+def test_prometheus_scrapes_the_workers_metrics_page() -> None:
+    root = Path(__file__).resolve().parents[1]
+    config = yaml.safe_load((root / "infra" / "prometheus" / "prometheus.yml").read_text())
+    [job] = config["scrape_configs"]
+    port = SERVICES["worker"]["environment"]["TRIBUNAL_WEB_PORT"]
+    assert job["metrics_path"] == "/metrics" and job["static_configs"] == [{"targets": [f"worker:{port}"]}]
+    for volume in SERVICES["prometheus"]["volumes"] + SERVICES["grafana"]["volumes"]:
+        assert (root / volume.split(":")[0]).is_file(), volume

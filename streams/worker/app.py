@@ -37,7 +37,7 @@ from faust.web import Request, Response, View
 from streams import kafka
 from streams.core import folds
 from streams.settings import Settings
-from streams.worker import faust_private
+from streams.worker import faust_private, metrics
 from streams.worker.agent import add_fold_agent
 from streams.worker.checkpoint import Checkpoint
 from streams.worker.continuity import Continuity
@@ -135,6 +135,7 @@ def create_app(settings: Settings) -> faust.App:
     keepers = [Keeper[Any](fold, [_table(app, t.name, settings) for t in fold.tables],
                            [_table(app, p.name, settings) for p in fold.parts]) for fold in folds.FOLDS]
     checkpoint = Checkpoint(app, settings, continuity, keepers, settings.max_batch, settings.commit_interval)
+    checkpoint.tally = metrics.Tally() if settings.metrics else metrics.Off()
     app.task(checkpoint.run)
 
     @app.on_partitions_revoked.connect
@@ -160,12 +161,38 @@ def create_app(settings: Settings) -> faust.App:
     async def watch_for_stalls() -> None:
         await watchdog.check()
 
+    add_metrics_page(app, checkpoint, continuity, inputs)
+
     @app.page("/checkpoint/")
     async def checkpoint_stats(web: View, request: Request) -> Response:
         """Where this worker's time went: records, batches, seconds folding, writing, committing."""
         return web.json(checkpoint.stats.as_dict())
 
     return app
+
+
+def add_metrics_page(app: faust.App, checkpoint: Checkpoint, continuity: Continuity, inputs: set[str]) -> None:
+    """`/metrics`: the worker's counts, latencies and lag for Prometheus (`streams.worker.metrics`), and the
+    process's CPU and memory."""
+    from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
+
+    def lag() -> dict[tuple[str, int], int]:
+        done = continuity.done_offsets()
+        out = {}
+        for tp in app.consumer.assignment():
+            if tp.topic in inputs and (tp.topic, tp.partition) in done:
+                highwater = app.consumer.highwater(tp)
+                if highwater is not None:
+                    out[(tp.topic, tp.partition)] = max(0, highwater - done[(tp.topic, tp.partition)])
+        return out
+
+    registry = CollectorRegistry()
+    registry.register(metrics.Collector(checkpoint.tally, lag, lambda: continuity.refetches))
+    ProcessCollector(registry=registry)
+
+    @app.page("/metrics")
+    async def metrics_page(web: View, request: Request) -> Response:
+        return web.text(generate_latest(registry).decode(), content_type="text/plain")
 
 
 def add_state_page(app: faust.App, keeper: Keeper[Any], partitions: int) -> None:

@@ -54,6 +54,7 @@ from streams.settings import Settings
 from streams.worker import faust_private
 from streams.worker.continuity import Continuity
 from streams.worker.keeper import Keeper
+from streams.worker.metrics import Tally
 from streams.worker.routing import Send, partition_for
 from streams.worker.surface import App, Event
 from streams.worker.watchdog import restart_in_place
@@ -113,6 +114,7 @@ class Checkpoint:
     _count: int = 0
     _generation: int | None = None
     stats: Stats = field(default_factory=Stats)
+    tally: Tally = field(default_factory=Tally)  # what `/metrics` shows
     _partitions: dict[str, int] = field(default_factory=dict)  # topic -> partition count
     _work: asyncio.Event = field(default_factory=asyncio.Event)
     _room: asyncio.Event = field(default_factory=asyncio.Event)
@@ -281,6 +283,7 @@ class Checkpoint:
         stats.acks += sent - handed
         stats.commit += time.perf_counter() - sent
         if batch:
+            self.tally.commit.observe(time.perf_counter() - started)
             stats.batches += 1
             stats.largest = max(stats.largest, count)
 

@@ -53,6 +53,7 @@ class Continuity:
     bootstrap: str
     positions: Positions = field(default_factory=Positions)
     _installed: bool = False
+    refetches: int = 0  # times Faust skipped records and they were fetched again (`/metrics`)
     _asking: asyncio.Lock = field(default_factory=asyncio.Lock)
     sideband: Sideband = field(init=False)
 
@@ -142,6 +143,7 @@ class Continuity:
             first = await self.first_offset_from(topic, partition, verdict.start, verdict.before)
             verdict = self.positions.held(tp, offset, generation, first)
             if isinstance(verdict, Drop):
+                self.refetches += 1
                 log.warning("%s[%d]: handed offset %d while %d is next: Faust skipped records; re-fetching from %d",
                             topic, partition, offset, first, first,
                             extra={"cause": {"topic": topic, "partition": partition, "offset": offset}})

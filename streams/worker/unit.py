@@ -68,7 +68,9 @@ class Unit:
             stats.admit += folding - started
             checkpoint.follow_generation()
             self.fold_one(event)
-            stats.fold += time.perf_counter() - folding
+            elapsed = time.perf_counter() - folding
+            stats.fold += elapsed
+            checkpoint.tally.fold.observe(elapsed)
 
     def fold_one(self, event: Event) -> None:
         """Route, load, apply and hand over one admitted record (no await: the batch cannot be taken midway)."""
@@ -81,6 +83,7 @@ class Unit:
                 log.error("%s", exc, extra=about(fold.name, None, record.topic, record.partition, record.offset))
                 _, outputs = fold.reject(fold.empty(), record, Rejected("not_forwarded", str(exc)), record_key(record))
                 checkpoint.add(event, outputs)
+                checkpoint.tally.folded(m.topic, outputs)
                 return
         logical = self.names.get(record.topic, record.topic)
         key = fold.key_of(record, logical)
@@ -88,6 +91,7 @@ class Unit:
         if m.topic != self.repartition and home != m.partition:
             checkpoint.add(event, sends=[routing.forward(record, key, self.repartition, home)])
             self.progress.count(record, forwarded=True)
+            checkpoint.tally.forwarded(m.topic)
             return
         try:
             before = self.keeper.load(key)
@@ -96,6 +100,7 @@ class Unit:
                           extra=about(fold.name, key, record.topic, record.partition, record.offset))
             _, outputs = fold.reject(fold.empty(), record, Rejected("state_unreadable", repr(exc)), key)
             checkpoint.add(event, outputs, record.topic)
+            checkpoint.tally.folded(record.topic, outputs)
             return
         try:
             after, outputs = fold.apply(before, record, logical)
@@ -108,6 +113,7 @@ class Unit:
         else:
             self.keeper.keep(key, before, after)
             checkpoint.add(event, outputs, record.topic, keeper=self.keeper, key=key)
+        checkpoint.tally.folded(record.topic, outputs)
         self.progress.count(record)
 
 

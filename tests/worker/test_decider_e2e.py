@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import urllib.request
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -108,3 +109,17 @@ def test_malformed_records_of_every_kind_go_to_the_dlq_and_the_worker_lives(
     assert len(got) == valid + 1 and [d["seq"] for d in got] == list(range(1, valid + 2))
     assert worker.alive and worker.starts == 1
     assert "Crashed" not in log and "Restarting dead" not in log
+
+    # What Prometheus reads at /metrics says the same: every dead letter by its topic and reason.
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{worker.env['TRIBUNAL_WEB_PORT']}/metrics", timeout=10) as page:
+        families = {f.name: f for f in text_string_to_metric_families(page.read().decode())}
+    shown = Counter({(s.labels["topic"], s.labels["reason"]): int(s.value)
+                     for s in families["tribunal_dead_letters"].samples if s.name.endswith("_total")})
+    assert shown == Counter((p + d["cause"]["topic"].removeprefix(p), d["reason_code"]) for d in dead)
+    folded = {s.labels["topic"]: s.value for s in families["tribunal_records"].samples
+              if s.name.endswith("_total") and s.labels["outcome"] == "folded"}
+    assert folded[p + "plugin_decider"] >= valid
+    [count] = [s.value for s in families["tribunal_fold_seconds"].samples if s.name == "tribunal_fold_seconds_count"]
+    assert count > valid
