@@ -35,7 +35,7 @@ import urllib.request
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -60,6 +60,9 @@ POLICY = {"kind": "decider", "version": "bench", "capacity": 24, "initial": {"at
                    for a, p in (("ats", 1), ("hadoop", 2), ("redis", 3))]}
 
 
+SECURITY: dict[str, Any] = {}  # how the bench's own clients connect (bench/secure.py: as the stack's admin)
+
+
 def metrics(n: int, seed: int) -> list[tuple[bytes, bytes]]:
     rng = random.Random(seed)
     return [(f"pool-{rng.randrange(POOLS):02d}".encode(),
@@ -73,7 +76,7 @@ def misrouted(key: bytes) -> int:
 
 async def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes, bytes]], rate: float | None = None,
                   wrong: bool = False) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=1)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=1, **SECURITY)
     await producer.start()
     try:
         start = time.monotonic()
@@ -96,7 +99,7 @@ async def reader(bootstrap: str, topic: str) -> AIOKafkaConsumer:
     latency its own start-up (100-300 ms).
     """
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, auto_offset_reset="earliest",
-                                isolation_level="read_committed")
+                                isolation_level="read_committed", **SECURITY)
     await consumer.start()
     try:
         tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
