@@ -85,6 +85,8 @@ class Fold(Generic[S]):
     render: Callable[[Mapping[str, Any]], list[str]] = as_json  # `explain`'s text lines for what it found (not
     # called for a dead-lettered record: its reason is the text)
     parts: tuple[Parts[S], ...] = ()
+    gauges: Callable[[S], Mapping[str, float]] | None = None  # figures of a key's state an operator graphs:
+    # metric name -> value (the worker's `/metrics`, labelled with the key)
     item: Callable[[S, str], dict[str, Any] | None] | None = None  # one named thing in a key's state (a job)
     summary: Callable[[str, S], dict[str, Any]] | None = None  # `describe` without what grows with the state (a
     # namespace's jobs), for the report, which reads it after every record; None: `describe` is small already
@@ -103,11 +105,12 @@ POOLS: Fold[pools.PoolState] = Fold(
     "pools", pools.INPUTS, pools.OUTPUTS, frozenset({pools.POLICIES}), pools.PoolState, pools.apply, pools.key_of,
     tables=(Table("pool-state", pool_codec.dump_state), Table("pool-policies", pool_codec.dump_policies,
                                                               pool_codec.policies_changed)),
-    load=pool_codec.load, describe=pool_view.describe, explain=pool_view.explain, render=pool_view.render)
+    load=pool_codec.load, describe=pool_view.describe, explain=pool_view.explain, render=pool_view.render,
+    gauges=pool_view.gauges)
 GROUPS: Fold[groups.GroupState] = Fold(
     "groups", groups.INPUTS, groups.OUTPUTS, frozenset({groups.REJECTION_LIMITS}), groups.GroupState, groups.apply,
     groups.key_of, tables=(Table("group-state", group_codec.dump),), load=group_codec.load,
-    describe=group_view.describe, explain=group_view.explain, render=group_view.render,
+    describe=group_view.describe, explain=group_view.explain, render=group_view.render, gauges=group_view.gauges,
     parts=(Parts("group-buckets", group_codec.touched, group_codec.dump_bucket, group_codec.listed),))
 DISPATCH: Fold[dispatch.DispatchState] = Fold(
     "dispatch", dispatch.INPUTS, dispatch.OUTPUTS, frozenset({dispatch.DISPATCHER_HEALTH}), dispatch.DispatchState,

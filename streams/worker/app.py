@@ -161,7 +161,7 @@ def create_app(settings: Settings) -> faust.App:
     async def watch_for_stalls() -> None:
         await watchdog.check()
 
-    add_metrics_page(app, checkpoint, continuity, inputs)
+    add_metrics_page(app, checkpoint, continuity, inputs, keepers)
 
     @app.page("/checkpoint/")
     async def checkpoint_stats(web: View, request: Request) -> Response:
@@ -171,7 +171,8 @@ def create_app(settings: Settings) -> faust.App:
     return app
 
 
-def add_metrics_page(app: faust.App, checkpoint: Checkpoint, continuity: Continuity, inputs: set[str]) -> None:
+def add_metrics_page(app: faust.App, checkpoint: Checkpoint, continuity: Continuity, inputs: set[str],
+                     keepers: list[Keeper[Any]]) -> None:
     """`/metrics`: the worker's counts, latencies and lag for Prometheus (`streams.worker.metrics`), and the
     process's CPU and memory."""
     from prometheus_client import CollectorRegistry, ProcessCollector, generate_latest
@@ -186,8 +187,12 @@ def add_metrics_page(app: faust.App, checkpoint: Checkpoint, continuity: Continu
                     out[(tp.topic, tp.partition)] = max(0, highwater - done[(tp.topic, tp.partition)])
         return out
 
+    def states() -> list[tuple[Any, str, Any]]:
+        return [(k.fold, key, state) for k in keepers if k.fold.gauges is not None
+                for key, state in list(k.cache.items())]
+
     registry = CollectorRegistry()
-    registry.register(metrics.Collector(checkpoint.tally, lag, lambda: continuity.refetches))
+    registry.register(metrics.Collector(checkpoint.tally, lag, lambda: continuity.refetches, states))
     ProcessCollector(registry=registry)
 
     @app.page("/metrics")

@@ -19,7 +19,8 @@ from streams.core.outputs import DLQ, Emit
 
 RESTARTS_ENV = "TRIBUNAL_RESTARTS_IN_PLACE"  # carried across the watchdog's re-execution
 NAMES = ("tribunal_records_total", "tribunal_dead_letters_total", "tribunal_fold_seconds", "tribunal_commit_seconds",
-         "tribunal_consumer_lag", "tribunal_refetches_total", "tribunal_restarts_in_place")
+         "tribunal_consumer_lag", "tribunal_refetches_total", "tribunal_restarts_in_place",
+         "tribunal_pool_free_instances", "tribunal_group_jobs", "tribunal_group_job_capacity")
 
 
 class Histogram:
@@ -92,12 +93,14 @@ def restarts_in_place() -> int:
 
 class Collector:
     """The families Prometheus reads; `lag()` gives (topic, partition) -> records not yet done, `refetches()` the
-    continuity guard's count."""
+    continuity guard's count, `states()` the keys whose fold has `gauges` (those folded since the last rebalance:
+    a key's gauges appear with its first record on this worker)."""
 
-    def __init__(self, tally: Tally, lag: Any, refetches: Any) -> None:
+    def __init__(self, tally: Tally, lag: Any, refetches: Any, states: Any = lambda: ()) -> None:
         self.tally = tally
         self.lag = lag
         self.refetches = refetches
+        self.states = states  # () -> (fold, key, state) of each key this worker holds in memory
 
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
@@ -129,3 +132,12 @@ class Collector:
                                   "again", value=self.refetches())
         yield GaugeMetricFamily("tribunal_restarts_in_place", "Times the stall watchdog re-executed this worker",
                                 value=restarts_in_place())
+        figures: dict[str, GaugeMetricFamily] = {}
+        for fold, key, state in self.states():
+            for name, value in sorted(fold.gauges(state).items()):
+                gauge = figures.get(name)
+                if gauge is None:
+                    gauge = figures[name] = GaugeMetricFamily(name, f"Of each {fold.name} key (streams.core, "
+                                                              "`Fold.gauges`)", labels=["key"])
+                gauge.add_metric([key], value)
+        yield from (figures[name] for name in sorted(figures))

@@ -113,7 +113,8 @@ def test_malformed_records_of_every_kind_go_to_the_dlq_and_the_worker_lives(
     # What Prometheus reads at /metrics says the same: every dead letter by its topic and reason.
     from prometheus_client.parser import text_string_to_metric_families
 
-    with urllib.request.urlopen(f"http://127.0.0.1:{worker.env['TRIBUNAL_WEB_PORT']}/metrics", timeout=10) as page:
+    web = f"http://127.0.0.1:{worker.env['TRIBUNAL_WEB_PORT']}"
+    with urllib.request.urlopen(f"{web}/metrics", timeout=10) as page:
         families = {f.name: f for f in text_string_to_metric_families(page.read().decode())}
     shown = Counter({(s.labels["topic"], s.labels["reason"]): int(s.value)
                      for s in families["tribunal_dead_letters"].samples if s.name.endswith("_total")})
@@ -123,3 +124,7 @@ def test_malformed_records_of_every_kind_go_to_the_dlq_and_the_worker_lives(
     assert folded[p + "plugin_decider"] >= valid
     [count] = [s.value for s in families["tribunal_fold_seconds"].samples if s.name == "tribunal_fold_seconds_count"]
     assert count > valid
+    with urllib.request.urlopen(f"{web}/pools/pool-m/", timeout=10) as page:
+        described = json.load(page)
+    [free] = [s.value for s in families["tribunal_pool_free_instances"].samples if s.labels["key"] == "pool-m"]
+    assert free == described["decider"]["free"]

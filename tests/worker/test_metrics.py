@@ -63,17 +63,24 @@ def test_with_metrics_off_nothing_is_counted() -> None:
 
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "infra" / "grafana" / "tribunal-dashboard.json"
-PROMQL_WORDS = {"sum", "by", "rate", "increase", "histogram_quantile", "max", "le", "topic", "partition", "reason",
-                "outcome", "instance", "job", "m", "s"}
+PROMQL_WORDS = {"sum", "by", "rate", "increase", "histogram_quantile", "max", "min", "le", "topic", "partition",
+                "reason", "outcome", "instance", "job", "key", "m", "s"}
 
 
 def test_every_dashboard_expression_names_exported_metrics() -> None:
+    import types
+
     from prometheus_client import ProcessCollector
+
+    from streams.core import folds
+    from streams.core.groups import GroupState
 
     tally = Tally()  # one of everything, so that every family has its samples
     tally.folded("in", [Emit(DLQ, "p", {"type": "DeadLetter", "reason_code": "bad_json"})])
+    pools = types.SimpleNamespace(name="pools", gauges=lambda state: {"tribunal_pool_free_instances": 1.0})
+    held = [(folds.GROUPS, "g", GroupState()), (pools, "p", None)]
     registry = CollectorRegistry()
-    registry.register(Collector(tally, lambda: {("in", 0): 1}, lambda: 0))
+    registry.register(Collector(tally, lambda: {("in", 0): 1}, lambda: 0, lambda: held))
     ProcessCollector(registry=registry)
     exported = {s.name for f in text_string_to_metric_families(generate_latest(registry).decode()) for s in f.samples}
     exprs = [t["expr"] for panel in json.loads(DASHBOARD.read_text())["panels"] for t in panel["targets"]]
@@ -82,3 +89,14 @@ def test_every_dashboard_expression_names_exported_metrics() -> None:
         bare = re.sub(r'"[^"]*"', "", expr)  # label values
         names = {w for w in re.findall(r"[A-Za-z_:][A-Za-z0-9_:]*", bare) if w not in PROMQL_WORDS}
         assert names and names <= exported, (expr, names - exported)
+
+
+def test_each_held_keys_gauges_are_exported_under_their_own_names() -> None:
+    import types
+
+    fold = types.SimpleNamespace(name="groups", gauges=lambda state: {"tribunal_group_jobs": float(state)})
+    registry = CollectorRegistry()
+    registry.register(Collector(Tally(), dict, lambda: 0, lambda: [(fold, "g1", 3), (fold, "g2", 0)]))
+    families = {f.name: f for f in text_string_to_metric_families(generate_latest(registry).decode())}
+    assert [(s.labels, s.value) for s in families["tribunal_group_jobs"].samples] == [({"key": "g1"}, 3.0),
+                                                                                     ({"key": "g2"}, 0.0)]

@@ -10,6 +10,12 @@ from streams.core.groups.offers import offers
 from streams.core.groups.state import GroupState
 
 
+def gauges(state: GroupState) -> dict[str, float]:
+    """The group's jobs (K) and how many its online schedulers may hold in all (the sum of N): fewer than K
+    leaves jobs unowned."""
+    return {"tribunal_group_jobs": float(state.K), "tribunal_group_job_capacity": float(state.sum_N())}
+
+
 def describe(group_id: str, state: GroupState) -> dict[str, Any]:
     """Each scheduler's figures, the orphans and the offers."""
     return {"group": group_id, "K": state.K, "S": state.S, "sum_N": state.sum_N(),

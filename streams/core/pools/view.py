@@ -9,6 +9,11 @@ from streams.core.pools.fold import PoolState
 from streams.core.pools.ranges import in_range
 
 
+def gauges(state: PoolState) -> dict[str, float]:
+    """The instances a pool has free under its decider policy (none before a policy)."""
+    return {} if state.decider is None else {"tribunal_pool_free_instances": float(state.decider.free)}
+
+
 def describe(pool_id: str, state: PoolState) -> dict[str, Any]:
     """What `tribunal state` shows: a pool as an operator reads it."""
     out: dict[str, Any] = {"pool": pool_id, "seqs": dict(state.seqs), "offsets": dict(state.offsets)}
