@@ -28,7 +28,7 @@ def _published(service: str) -> set[int]:
 
 def test_services_are_zookeeper_kafka_the_worker_the_bridge_and_their_monitoring() -> None:
     assert set(SERVICES) == {"zookeeper", "kafka", "worker", "zk-bridge", "prometheus", "grafana"}
-    assert SERVICES["zk-bridge"]["command"] == ["tribunal", "zk-bridge"]
+    assert SERVICES["zk-bridge"]["command"][:2] == ["tribunal", "zk-bridge"]
     assert SERVICES["kafka"]["image"].startswith("apache/kafka:3.9.")
     assert SERVICES["zookeeper"]["image"].startswith("zookeeper:3.8.")
 
@@ -68,11 +68,13 @@ def test_tribunal_services_point_at_the_compose_servers(service: str) -> None:
     assert set(SERVICES[service]["depends_on"]) == {"kafka", "zookeeper"}
 
 
-def test_prometheus_scrapes_the_workers_metrics_page() -> None:
+def test_prometheus_scrapes_the_worker_and_the_bridge() -> None:
     root = Path(__file__).resolve().parents[1]
     config = yaml.safe_load((root / "infra" / "prometheus" / "prometheus.yml").read_text())
-    [job] = config["scrape_configs"]
+    worker, bridge = config["scrape_configs"]
     port = SERVICES["worker"]["environment"]["TRIBUNAL_WEB_PORT"]
-    assert job["metrics_path"] == "/metrics" and job["static_configs"] == [{"targets": [f"worker:{port}"]}]
+    assert worker["metrics_path"] == "/metrics" and worker["static_configs"] == [{"targets": [f"worker:{port}"]}]
+    command = SERVICES["zk-bridge"]["command"]
+    assert bridge["static_configs"] == [{"targets": [f"zk-bridge:{command[command.index('--metrics-port') + 1]}"]}]
     for volume in SERVICES["prometheus"]["volumes"] + SERVICES["grafana"]["volumes"]:
         assert (root / volume.split(":")[0]).is_file(), volume

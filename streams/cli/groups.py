@@ -31,15 +31,19 @@ def zk_bridge(bootstrap: Bootstrap = None, zookeeper: ZkHosts = None, topic_pref
               snapshot_interval: Annotated[float, typer.Option(help="Seconds between full snapshots")] = 30.0,
               drop_watch_events: Annotated[float, typer.Option(
                   min=0.0, max=1.0, help="Share of watch events to drop, for tests (never snapshots)")] = 0.0,
-              session_timeout: SessionTimeout = 6.0) -> None:
+              session_timeout: SessionTimeout = 6.0,
+              metrics_port: Annotated[int | None, typer.Option(
+                  help="Serve Prometheus metrics at /metrics on this port (host: $TRIBUNAL_WEB_HOST)")] = None) -> None:
     """Publish what ZooKeeper's watches report as scheduler and job events, plus periodic snapshots."""
     from streams.topics import create_topics
-    from streams.zk.bridge import Bridge
+    from streams.zk.bridge import Bridge, serve_metrics
     from streams.zk.layout import Layout
 
     settings = settings_from(kafka_bootstrap=bootstrap, zookeeper_hosts=zookeeper, topic_prefix=topic_prefix)
     create_topics(settings)
     bridge = Bridge(settings, Layout(root), snapshot_interval, drop_watch_events, session_timeout)
+    if metrics_port is not None:
+        serve_metrics(settings.web_host, metrics_port)
 
     serve_until_stopped(bridge.run, bridge.stop)
 

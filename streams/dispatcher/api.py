@@ -42,6 +42,29 @@ def invalid(error: ValidationError) -> web.Response:
     return problem(422, "Unprocessable Content", detail, errors)
 
 
+def _counters() -> tuple[Any, Any]:
+    """The API's own counts, in a registry of its own (served at `/metrics` with the process's CPU and memory)."""
+    from prometheus_client import CollectorRegistry, Counter, ProcessCollector
+
+    registry = CollectorRegistry()
+    ProcessCollector(registry=registry)
+    requests = Counter("tribunal_api_requests", "HTTP requests by method, route and status",
+                       ["method", "route", "status"], registry=registry)
+    return registry, requests
+
+
+REGISTRY, REQUESTS = _counters()
+
+
+@web.middleware
+async def counted(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Every answer counted by its route's pattern (not the path: a uuid per job would be a series each)."""
+    response = await handler(request)
+    route = request.match_info.route.resource
+    REQUESTS.labels(request.method, route.canonical if route is not None else "unmatched", str(response.status)).inc()
+    return response
+
+
 @web.middleware
 async def problems(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Every error as a problem body."""
@@ -120,13 +143,19 @@ class Api:
                                         request.match_info["uuid"])
         return web.json_response(found)
 
+    async def metrics(self, request: web.Request) -> web.Response:
+        from prometheus_client import generate_latest
+
+        return web.Response(body=generate_latest(REGISTRY), content_type="text/plain")
+
     async def openapi(self, request: web.Request) -> web.Response:
         return web.json_response(openapi())
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[problems])
+        app = web.Application(middlewares=[counted, problems])
         ns = "/namespaces/{namespace}"
         app.router.add_get("/openapi.json", self.openapi)
+        app.router.add_get("/metrics", self.metrics)
         app.router.add_get(ns, self.show_namespace)
         app.router.add_post(f"{ns}/max-threads", self.max_threads)
         app.router.add_post(f"{ns}/workers/{{worker}}/max", self.worker_max)

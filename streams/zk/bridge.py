@@ -29,6 +29,30 @@ from streams.zk.publisher import Publisher
 log = logging.getLogger(__name__)
 
 
+def _metrics() -> tuple[Any, Any, Any, Any]:
+    """The bridge's counts, in a registry of its own (served by `serve_metrics`, with the process's CPU and memory)."""
+    from prometheus_client import CollectorRegistry, Counter, Gauge, ProcessCollector
+
+    registry = CollectorRegistry()
+    ProcessCollector(registry=registry)
+    events = Counter("tribunal_bridge_events", "Events published, by topic and type", ["topic", "type"],
+                     registry=registry)
+    dropped = Counter("tribunal_bridge_dropped", "Watch events dropped on purpose (--drop-watch-events)",
+                      registry=registry)
+    leading = Gauge("tribunal_bridge_leading", "1 while this bridge is the elected one", registry=registry)
+    return registry, events, dropped, leading
+
+
+REGISTRY, EVENTS, DROPPED, LEADING = _metrics()
+
+
+def serve_metrics(host: str, port: int) -> None:
+    """`/metrics` for Prometheus on `host:port`, from a thread of its own."""
+    from prometheus_client import start_http_server
+
+    start_http_server(port, addr=host, registry=REGISTRY)
+
+
 @dataclass
 class GroupView:
     """What the bridge last saw of one group, to turn the next watch into a diff."""
@@ -70,10 +94,12 @@ class Bridge:
     def _publish(self, topic: str, group: str, event: dict[str, Any], droppable: bool = True) -> None:
         if droppable and self.drop_fraction and self.rng.random() < self.drop_fraction:
             self.dropped += 1
+            DROPPED.inc()
             log.info("dropped (--drop-watch-events): %s", event)
             return
         assert self.publisher is not None
         self.publisher.submit(self.settings.topic(topic), group, event)
+        EVENTS.labels(topic, event["type"]).inc()
 
     def _scheduler_event(self, group: str, kind: str, scheduler: str) -> None:
         self._publish(SCHEDULER_EVENTS, group, {"type": kind, "group": group, "scheduler": scheduler})
@@ -213,14 +239,18 @@ class Bridge:
             self.watching.clear()
             term = self.term
         log.info("elected: publishing ZooKeeper's view of %s (term %d)", self.layout.root, term)
-        self._watch_groups(zk, term)
-        self.publish_snapshots(zk)
-        while self.candidacy.holding():
-            if self.reconnected.wait(self.snapshot_interval):
-                self.reconnected.clear()
-                log.info("reconnected to ZooKeeper: publishing snapshots")
-            if self.candidacy.holding():
-                self.publish_snapshots(zk)
+        LEADING.set(1)
+        try:
+            self._watch_groups(zk, term)
+            self.publish_snapshots(zk)
+            while self.candidacy.holding():
+                if self.reconnected.wait(self.snapshot_interval):
+                    self.reconnected.clear()
+                    log.info("reconnected to ZooKeeper: publishing snapshots")
+                if self.candidacy.holding():
+                    self.publish_snapshots(zk)
+        finally:
+            LEADING.set(0)
         with self.lock:
             self.term += 1  # the watches of this term stop at their next call
 

@@ -88,5 +88,16 @@ def test_the_rest_api_writes_reads_and_refuses_with_problems(worker_env: dict[st
         status, kind, _ = call(base, "GET", "/no/such/path")
         assert (status, kind) == (404, "application/problem+json")
         assert api.alive and worker.alive
+
+        from prometheus_client.parser import text_string_to_metric_families
+
+        with urllib.request.urlopen(f"{base}/metrics", timeout=10) as page:
+            families = {f.name: f for f in text_string_to_metric_families(page.read().decode())}
+        counted = {(s.labels["method"], s.labels["route"], s.labels["status"]): s.value
+                   for s in families["tribunal_api_requests"].samples if s.name.endswith("_total")}
+        assert counted[("POST", "/namespaces/{namespace}/assignments", "202")] == 1
+        assert counted[("POST", "/namespaces/{namespace}/assignments", "422")] == 1
+        assert counted[("GET", "/namespaces/{namespace}/jobs/{uuid}", "404")] >= 2
+        assert "process_cpu_seconds" in families
     finally:
         api.stop()

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from streams.infra.cluster import free_ports
 from streams.io import read_log
 from tests.helpers import Service, Worker, tribunal
 
@@ -114,6 +115,17 @@ def assert_no_job_ran_twice_at_once(runs: dict[str, list[tuple[float, float, str
             assert s2 >= e1, f"{job} ran on {a} until {e1:.3f} and on {b} from {s2:.3f}"
 
 
+def scraped(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """(sample name, labels) -> value, from a Prometheus page on 127.0.0.1:`port`."""
+    import urllib.request
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as page:
+        return {(s.name, tuple(sorted(s.labels.items()))): s.value
+                for f in text_string_to_metric_families(page.read().decode()) for s in f.samples}
+
+
 def latest(kafka: str, topic: str) -> dict[str, dict[str, Any]]:
     """The latest record per key on `topic`, read_committed."""
     out: dict[str, dict[str, Any]] = {}
@@ -166,7 +178,8 @@ def test_a_killed_schedulers_jobs_are_reowned_and_no_job_runs_twice(group: Group
 
 def test_with_half_the_watch_events_lost_the_next_snapshot_restores_the_truth(group: Group, kafka: str,
                                                                               unique: str) -> None:
-    bridge = group.bridge("--drop-watch-events", "0.5")
+    [metrics_port] = free_ports(1)
+    bridge = group.bridge("--drop-watch-events", "0.5", "--metrics-port", str(metrics_port))
     for sid in "AB":
         group.scheduler(sid)
     group.create_jobs(JOBS)
@@ -185,6 +198,11 @@ def test_with_half_the_watch_events_lost_the_next_snapshot_restores_the_truth(gr
 
     group.wait("the limits equal the truth", truth, timeout=60)
     assert "dropped (--drop-watch-events)" in bridge.log()
+    logged = bridge.log().count("dropped (--drop-watch-events)")
+    shown = scraped(metrics_port)  # what the bridge's /metrics says of the same (it goes on: at least as many)
+    assert shown[("tribunal_bridge_dropped_total", ())] >= logged > 0
+    assert shown[("tribunal_bridge_events_total", (("topic", "scheduler-events"), ("type", "MembershipSnapshot")))] >= 1
+    assert shown[("tribunal_bridge_leading", ())] == 1
     health = latest(kafka, f"{unique}.group-health")["g"]
     assert health["capacity_ok"] is True
     assert_no_job_ran_twice_at_once(group.runs())
