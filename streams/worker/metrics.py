@@ -107,12 +107,14 @@ class Collector:
 
         t = self.tally
         records = CounterMetricFamily("tribunal_records", "Input records handled, by topic and outcome "
-                                      "(folded, dead_lettered, forwarded to their key's partition)",
+                                      "(folded, dead_lettered, forwarded to their key's partition); counted when "
+                                      "folded: a batch a rebalance dropped is folded, and counted, again",
                                       labels=["topic", "outcome"])
         for (topic, outcome), n in sorted(t.records.items()):
             records.add_metric([topic, outcome], n)
         yield records
-        dead = CounterMetricFamily("tribunal_dead_letters", "Records sent to their topic's DLQ, by reason code",
+        dead = CounterMetricFamily("tribunal_dead_letters", "Records dead-lettered, by topic and reason code (as "
+                                   "tribunal_records: a batch a rebalance dropped counts again)",
                                    labels=["topic", "reason"])
         for (topic, reason), n in sorted(t.dead.items()):
             dead.add_metric([topic, reason], n)
@@ -130,7 +132,8 @@ class Collector:
         yield lag
         yield CounterMetricFamily("tribunal_refetches", "Records Faust skipped and the continuity guard fetched "
                                   "again", value=self.refetches())
-        yield GaugeMetricFamily("tribunal_restarts_in_place", "Times the stall watchdog re-executed this worker",
+        yield GaugeMetricFamily("tribunal_restarts_in_place", "Times this worker re-executed itself in place (the "
+                                "stall watchdog, a failed write, a check it could not make)",
                                 value=restarts_in_place())
         figures: dict[str, GaugeMetricFamily] = {}
         for fold, key, state in self.states():

@@ -128,3 +128,6 @@ def test_malformed_records_of_every_kind_go_to_the_dlq_and_the_worker_lives(
         described = json.load(page)
     [free] = [s.value for s in families["tribunal_pool_free_instances"].samples if s.labels["key"] == "pool-m"]
     assert free == described["decider"]["free"]
+    lag = {(s.labels["topic"], s.labels["partition"]): s.value for s in families["tribunal_consumer_lag"].samples}
+    decider = {k: v for k, v in lag.items() if k[0] == p + "plugin_decider"}
+    assert len(decider) == 4 and set(decider.values()) == {0.0}, lag  # every input decided and committed
