@@ -27,7 +27,7 @@ from typing import Any
 from streams.errors import InfraError
 from streams.infra.install import install_jars
 from streams.infra.paths import default_home, infra_dir, lib_dir
-from streams.infra.secure import Credentials
+from streams.infra.secure import Credentials, write_private
 
 LOOPBACK = "127.0.0.1"
 
@@ -137,11 +137,9 @@ def zookeeper_config(topology: Topology) -> dict[str, str]:
 
 
 def _write_properties(path: Path, props: dict[str, str]) -> None:
-    """Written readable by its owner only from the start: a secured broker's holds its own passwords."""
+    """Readable by its owner only: a secured broker's holds its own passwords."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write("".join(f"{k}={v}\n" for k, v in props.items()))
+    write_private(path, "".join(f"{k}={v}\n" for k, v in props.items()))
 
 
 @dataclass(frozen=True)

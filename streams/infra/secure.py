@@ -59,13 +59,13 @@ class Credentials:
         self.directory.chmod(0o700)
         if not self.users_file.exists():
             names = (*SUPER_USERS, *CLIENTS, ZOOKEEPER_USER)
-            _write_private(self.users_file, json.dumps({n: secrets.token_urlsafe(18) for n in names}, indent=2))
+            write_private(self.users_file, json.dumps({n: secrets.token_urlsafe(18) for n in names}, indent=2))
         if not (self.ca.exists() and self.keystore.exists()):
             ca_pem, keystore_pem = _certificates()
-            _write_private(self.ca, ca_pem)
-            _write_private(self.keystore, keystore_pem)
+            write_private(self.ca, ca_pem)
+            write_private(self.keystore, keystore_pem)
         for user in (*CLIENTS, "admin"):
-            _write_private(self.env_file(user), "".join(f"{k}={v}\n" for k, v in self.env(user).items()))
+            write_private(self.env_file(user), "".join(f"{k}={v}\n" for k, v in self.env(user).items()))
 
     def env_file(self, user: str) -> Path:
         return self.directory / f"{user}.env"
@@ -83,13 +83,6 @@ class Credentials:
     def env(self, user: str) -> dict[str, str]:
         """The same as `TRIBUNAL_*` environment variables."""
         return {f"TRIBUNAL_{name.upper()}": value for name, value in self.settings(user).items()}
-
-    def java_client(self, user: str) -> dict[str, str]:
-        """The same as a Java client's properties (for Kafka's own tools: the ACL command)."""
-        password = self.passwords()[user]
-        return {"security.protocol": "SASL_SSL", "sasl.mechanism": SCRAM,
-                "sasl.jaas.config": f'{_SCRAM_MODULE} required username="{user}" password="{password}";',
-                "ssl.truststore.type": "PEM", "ssl.truststore.location": str(self.ca)}
 
     def broker_properties(self) -> dict[str, str]:
         """What a broker of the secured stack adds to its server.properties (listeners aside)."""
@@ -129,7 +122,8 @@ _SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 _PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 
 
-def _write_private(path: Path, text: str) -> None:
+def write_private(path: Path, text: str) -> None:
+    """Written readable by its owner only from the start (never briefly readable by others)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(text)

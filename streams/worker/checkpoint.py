@@ -45,7 +45,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -124,7 +124,7 @@ class Checkpoint:
     def __post_init__(self) -> None:
         self._assigned.set()
 
-    def add(self, event: Event, outputs: Iterable[Emit] = (), source_topic: str | None = None,
+    def add(self, event: Event, outputs: Sequence[Emit] = (), source_topic: str | None = None,
             sends: Iterable[Send] = (), keeper: Keeper[Any] | None = None, key: str | None = None) -> None:
         """Record `event` as folded: its outputs (dead letters go to `source_topic`'s DLQ), `sends`, and
         `key` of `keeper` as changed; all are written at the next flush. The caller follows the
@@ -141,6 +141,10 @@ class Checkpoint:
         part.sends.extend(Send(topic_of(e.stream, source, prefix), e.key.encode("utf-8"), e.value_bytes())
                           for e in outputs)
         part.sends.extend(sends)
+        if sends:  # forwarded to its key's partition, folded when it arrives there
+            self.tally.forwarded(m.topic)
+        else:
+            self.tally.folded(source, outputs)
         if keeper is not None and key is not None:
             part.dirty[(id(keeper), key)] = keeper
         part.last[(m.topic, m.partition)] = m.offset

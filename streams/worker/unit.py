@@ -83,7 +83,6 @@ class Unit:
                 log.error("%s", exc, extra=about(fold.name, None, record.topic, record.partition, record.offset))
                 _, outputs = fold.reject(fold.empty(), record, Rejected("not_forwarded", str(exc)), record_key(record))
                 checkpoint.add(event, outputs)
-                checkpoint.tally.folded(m.topic, outputs)
                 return
         logical = self.names.get(record.topic, record.topic)
         key = fold.key_of(record, logical)
@@ -91,7 +90,6 @@ class Unit:
         if m.topic != self.repartition and home != m.partition:
             checkpoint.add(event, sends=[routing.forward(record, key, self.repartition, home)])
             self.progress.count(record, forwarded=True)
-            checkpoint.tally.forwarded(m.topic)
             return
         try:
             before = self.keeper.load(key)
@@ -100,7 +98,6 @@ class Unit:
                           extra=about(fold.name, key, record.topic, record.partition, record.offset))
             _, outputs = fold.reject(fold.empty(), record, Rejected("state_unreadable", repr(exc)), key)
             checkpoint.add(event, outputs, record.topic)
-            checkpoint.tally.folded(record.topic, outputs)
             return
         try:
             after, outputs = fold.apply(before, record, logical)
@@ -113,7 +110,6 @@ class Unit:
         else:
             self.keeper.keep(key, before, after)
             checkpoint.add(event, outputs, record.topic, keeper=self.keeper, key=key)
-        checkpoint.tally.folded(record.topic, outputs)
         self.progress.count(record)
 
 
