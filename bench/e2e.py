@@ -336,6 +336,23 @@ def breakdown(r: Result) -> str:
             f"us/record: {parts}; worker CPU {r.cpu / n * 1e6:.0f} us/record ({r.cpu / wall:.0%} of a core)")
 
 
+def metrics_cost(records: int, pairs: int) -> None:
+    """Backlog runs with metrics on and off, alternating which goes first (on-off, off-on, ...) so a drift of
+    the shared machine falls on both alike; the ratio of each pair and their median."""
+    phases = [Phase(f"backlog, metrics {'on' if on else 'off'}", records, metrics=on)
+              for i in range(pairs) for on in ((True, False) if i % 2 == 0 else (False, True))]
+    with local_stack("e2e-metrics") as cluster:
+        bootstrap, home = cluster.topology.bootstrap, cluster.topology.home
+        runs = [asyncio.run(run_phase(bootstrap, phase, i, home)) for i, phase in enumerate(phases)]
+    print(f"{describe()}; {records} records backlog, exactly-once, {pairs} pairs")
+    ratios = []
+    for i in range(pairs):
+        on, off = sorted(runs[2 * i:2 * i + 2], key=lambda r: not r.phase.metrics)
+        ratios.append(on.throughput / off.throughput)
+        print(f"pair {i + 1}: on {on.throughput:,.0f}/s, off {off.throughput:,.0f}/s, ratio {ratios[-1]:.3f}")
+    print(f"median ratio metrics on/off: {statistics.median(ratios):.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--records", type=int, default=20_000)
@@ -344,7 +361,12 @@ def main() -> None:
     parser.add_argument("--high-rate", type=float, default=5000.0)
     parser.add_argument("--high-seconds", type=float, default=30.0)
     parser.add_argument("--keep", type=Path, help="copy the workers' logs to this directory")
+    parser.add_argument("--metrics-pairs", type=int, metavar="N",
+                        help="only the cost of metrics: N backlog runs with and N without, alternating")
     args = parser.parse_args()
+    if args.metrics_pairs:
+        metrics_cost(args.records, args.metrics_pairs)
+        return
     at_rate = int(args.rate * args.seconds)
     phases = [Phase("backlog, exactly-once", args.records), Phase("backlog, metrics off", args.records, metrics=False),
               Phase("1,000/s exactly-once", at_rate, args.rate),

@@ -456,7 +456,9 @@ class Cluster:
         if pid is None:
             return
         _signal_group(pid, signal.SIGKILL)
-        while _alive(pid):
+        deadline = time.monotonic() + 30
+        # A JVM's main thread can show as a zombie while its other threads still hold the listening socket.
+        while (_alive(pid) or _port_open(server.port)) and time.monotonic() < deadline:
             time.sleep(0.05)
         self._pid_file(server).unlink(missing_ok=True)
 

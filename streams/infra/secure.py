@@ -129,10 +129,10 @@ def write_private(path: Path, text: str) -> None:
         f.write(text)
 
 
-def _certificates(days: int = 825) -> tuple[str, str]:
+def _certificates(days: int = 825, expired: bool = False) -> tuple[str, str]:
     """A self-signed CA, and a key and certificate for 127.0.0.1 and localhost signed by it (PEM: the CA's
     certificate; the broker's unencrypted PKCS#8 key followed by its certificate, as Kafka's PEM keystore
-    reads it)."""
+    reads it). `expired`: the broker's certificate ran out yesterday (what clients must refuse; a test's)."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -154,7 +154,8 @@ def _certificates(days: int = 825) -> tuple[str, str]:
     cert = (x509.CertificateBuilder()
             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
             .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=days))
+            .not_valid_before(now - datetime.timedelta(days=days if expired else 0, minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=-1 if expired else days))
             .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
                                                         x509.DNSName("localhost")]), critical=False)
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),

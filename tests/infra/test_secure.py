@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from streams import kafka
-from streams.infra.cluster import Cluster, Topology, free_ports
+from streams.infra.cluster import Cluster, Topology, _port_open, free_ports
 from streams.infra.secure import Credentials, _certificates
 from streams.settings import Settings
 from tests.helpers import TRIBUNAL, Service, Worker, tribunal, wait_until_ready
@@ -210,3 +210,34 @@ def test_a_wrong_password_or_an_untrusted_broker_is_one_line_and_exit_1(stack: S
     missing = one_line_error(run(stack.env("producer", p, TRIBUNAL_SSL_CAFILE=str(tmp_path / "nowhere.pem")),
                                  "metric", "ats", "5"))
     assert "cannot load the TLS files" in missing
+
+
+def test_a_broker_with_an_expired_certificate_is_one_line_and_exit_1(stack: Stack, unique: str,
+                                                                     tmp_path: Path) -> None:
+    """A broker whose certificate ran out while it was serving, signed by a CA the client trusts: expiry is the
+    only fault.
+
+    Kafka will not start with a certificate its own truststore rejects (it first tries a handshake with
+    itself), so the broker's truststore here also holds the expired certificate itself: Java does not check a
+    trust anchor's dates. Everything is restored afterwards, so the module's tests may run in any order."""
+    broker = stack.cluster.servers()[1]
+    files = (stack.credentials.keystore, stack.credentials.ca)
+    kept = [f.read_bytes() for f in files]
+    ca_pem, expired_keystore = _certificates(expired=True)
+    trusted = tmp_path / "ca-of-the-expired.pem"
+    trusted.write_text(ca_pem)
+    stack.cluster.kill(broker)
+    try:
+        stack.credentials.keystore.write_text(expired_keystore)
+        certificate = expired_keystore[expired_keystore.index("-----BEGIN CERTIFICATE-----"):]
+        stack.credentials.ca.write_bytes(kept[1] + certificate.encode())
+        pid = stack.cluster._start(broker)
+        stack.cluster._wait(broker, pid, lambda: _port_open(broker.port), 120)
+        expired = one_line_error(run(stack.env("producer", f"{unique}.", TRIBUNAL_SSL_CAFILE=str(trusted)),
+                                     "metric", "ats", "5"))
+        assert "certificate has expired" in expired, expired
+    finally:
+        stack.cluster.kill(broker)
+        for f, content in zip(files, kept, strict=True):
+            f.write_bytes(content)
+        stack.cluster.start(broker)
