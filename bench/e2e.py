@@ -345,12 +345,16 @@ def metrics_cost(records: int, pairs: int) -> None:
         bootstrap, home = cluster.topology.bootstrap, cluster.topology.home
         runs = [asyncio.run(run_phase(bootstrap, phase, i, home)) for i, phase in enumerate(phases)]
     print(f"{describe()}; {records} records backlog, exactly-once, {pairs} pairs")
-    ratios = []
+    ratios, cpu_ratios = [], []
     for i in range(pairs):
         on, off = sorted(runs[2 * i:2 * i + 2], key=lambda r: not r.phase.metrics)
         ratios.append(on.throughput / off.throughput)
-        print(f"pair {i + 1}: on {on.throughput:,.0f}/s, off {off.throughput:,.0f}/s, ratio {ratios[-1]:.3f}")
-    print(f"median ratio metrics on/off: {statistics.median(ratios):.3f}")
+        cpu_on, cpu_off = (r.cpu / r.phase.records * 1e6 for r in (on, off))
+        cpu_ratios.append(cpu_on / cpu_off)
+        print(f"pair {i + 1}: on {on.throughput:,.0f}/s ({cpu_on:.0f} us CPU a record), "
+              f"off {off.throughput:,.0f}/s ({cpu_off:.0f} us), throughput ratio {ratios[-1]:.3f}")
+    print(f"median throughput ratio metrics on/off: {statistics.median(ratios):.3f}; median worker CPU a record "
+          f"on/off: {statistics.median(cpu_ratios):.3f}")
 
 
 def main() -> None:

@@ -43,8 +43,8 @@ _INPUT_READERS = (WORKER, AUDIT)
 TOPICS: tuple[Topic, ...] = (
     Topic("policies", POOL, ("DeciderPolicy", "JusticePolicy"), (OPERATOR,), _INPUT_READERS,
           "A pool's policy: the latest record per pool is in force from the next record on.", compacted=True),
-    Topic("cluster-events", POOL, ("PoolCapacitySet", "InstancesObserved"), (BUSINESS,), _INPUT_READERS,
-          "A pool's capacity, and the instances observed running."),
+    Topic("cluster-events", POOL, ("PoolCapacitySet", "InstancesObserved", "PoolTick"), (BUSINESS, TICKER),
+          _INPUT_READERS, "A pool's capacity, the instances observed running, and the ticker's clock."),
     Topic("plugin_decider", POOL, ("CommandEnvelope",), (BUSINESS,), _INPUT_READERS,
           "Load reports for the decider: the seed's command envelope, `Body` a JSON `MetricBody`."),
     Topic("plugin_justice", POOL, ("CommandEnvelope",), (BUSINESS,), _INPUT_READERS,

@@ -25,4 +25,13 @@ class InstancesObserved(Record):
     instances: dict[str, Annotated[int, Field(ge=0)]]
 
 
-ClusterEvent = Annotated[PoolCapacitySet | InstancesObserved, Field(discriminator="type")]
+class PoolTick(Record):
+    """The time, for a pool whose policy measures time (stale reports, windows, cool-downs): `tribunal ticker
+    --pool` writes one every interval, so an app that stops reporting goes stale even in a silent pool."""
+
+    type: Literal["Tick"] = "Tick"
+    pool: str | None = None
+    now: int = Field(ge=0, description="Milliseconds since the epoch")
+
+
+ClusterEvent = Annotated[PoolCapacitySet | InstancesObserved | PoolTick, Field(discriminator="type")]

@@ -19,7 +19,7 @@ Round = Literal["free", "idle", "preempt", "release", "evict", "policy", "observ
 class Trigger(Record):
     """What the decision answers: a metric (app, metrical), or a pool event (kind, capacity)."""
 
-    kind: Literal["metric", "capacity", "observed", "policy"]
+    kind: Literal["metric", "capacity", "observed", "policy", "stale"]
     app: str | None = None
     metrical: float | None = None
     capacity: int | None = None
@@ -35,6 +35,25 @@ class Move(Record):
     to: str
     count: int = Field(ge=1)
     round: Round
+
+
+class Stabilization(Record):
+    """How a stabilization window (HPA's `behavior`) shaped a report: the Number its metrical maps to, and
+    the one applied (the smallest move of the window; 0 when a report of the window disagrees)."""
+
+    direction: Literal["up", "down"]
+    window_s: float
+    raw_number: int
+    applied_number: int
+    reports: list[tuple[int, int]] = Field(description="(event time in ms, Number) of the window's reports")
+
+
+class StaleHandling(Record):
+    app: str
+    silent_s: float = Field(description="Seconds since its last report (or since its policy started)")
+    stale_after_s: float
+    on_stale: Literal["hold", "idle", "fallback"]
+    fallback_metrical: float | None = None
 
 
 class ScalingDecision(Record):
@@ -55,6 +74,10 @@ class ScalingDecision(Record):
     scores: dict[str, float] = Field(description="Preemption scores used (100 - metrical + Priority*10)")
     reason_code: str
     reason: str
+    mode: Literal["enforce", "observe"] = Field("enforce", description=(
+        "observe: the pool's policy is observe-only; `moves` are what would move, `instances` did not change"))
+    stabilization: Stabilization | None = Field(None, description="The window that shaped the reporting app's Number")
+    stale: StaleHandling | None = Field(None, description="The app that went stale, and how it was handled")
 
 
 class JusticeOutcome(Record):

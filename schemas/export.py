@@ -10,7 +10,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from schemas.asyncapi import document
-from schemas.cluster import InstancesObserved, PoolCapacitySet
+from schemas.cluster import InstancesObserved, PoolCapacitySet, PoolTick
 from schemas.common import Cause
 from schemas.decisions import JusticeOutcome, ScalingDecision
 from schemas.dispatch import (
@@ -50,7 +50,7 @@ from schemas.shards import LiveNode, NodeJoined, NodeLost, NodesSnapshot, ShardA
 
 MODELS: tuple[type[BaseModel], ...] = (
     Cause, CommandEnvelope, DeadLetter, DeciderPolicy, InstancesObserved, JusticeOutcome,
-    JusticePolicy, MetricBody, PoolCapacitySet, ScalingDecision,
+    JusticePolicy, MetricBody, PoolCapacitySet, PoolTick, ScalingDecision,
     Alert, GroupHealth, JobAcquired, JobCreated, JobDeleted, JobOffers, JobReleased, MembershipSnapshot,
     RejectionLimit, SchedulerAlert, SchedulerLost, SchedulerOfflineRequested, SchedulerOnlineRequested,
     SchedulerRegistered,

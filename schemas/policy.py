@@ -10,7 +10,15 @@ import itertools
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_validator,
+)
 
 from schemas.common import Bounded
 
@@ -67,8 +75,21 @@ class SpecRange(_Seed):
     _split = field_validator("Metrical", mode="before")(classmethod(lambda cls, v: _range(v)))
 
 
+class FallbackMetrical(_Seed):
+    """`on_stale: {fallback_metrical: 40}`: a silent app is decided for as if it had reported 40."""
+
+    fallback_metrical: float = Field(ge=0, le=METRICAL_MAX)
+
+
+OnStale = Literal["hold", "idle"] | FallbackMetrical
+Seconds = Annotated[float, Field(gt=0, le=7 * 24 * 3600)]
+
+
 class AppPolicy(_Seed):
-    """One app of a decider policy: its priority (1 = highest), floor, optional ceiling and ranges."""
+    """One app of a decider policy: its priority (1 = highest), floor, optional ceiling and ranges, and
+    (optional, HPA's `behavior` and KEDA's fallback) its stabilization windows and stale-report handling.
+
+    Windows and staleness are measured in event time: the reports' own timestamps and the pool's ticks."""
 
     App: str = Field(min_length=1)
     Priority: int = Field(ge=1, le=10)
@@ -76,19 +97,44 @@ class AppPolicy(_Seed):
     MaxNum: int | None = Field(default=None, ge=0)
     release: Literal["lazy", "eager"] = "lazy"
     Spec: list[SpecRange]
+    scale_down_stabilization_s: Seconds | None = Field(default=None, description=(
+        "Give instances up only when every report of the last this many seconds would, and then the "
+        "smallest give-up among them"))
+    scale_up_stabilization_s: Seconds | None = Field(default=None, description=(
+        "Grow only when every report of the last this many seconds would, and then by the smallest growth "
+        "among them"))
+    stale_after_s: Seconds | None = Field(default=None, description=(
+        "An app with no report for this long is handled as `on_stale` says, until it reports again"))
+    on_stale: OnStale | None = Field(default=None, description=(
+        "hold (keep its instances, give none up), idle (offer all above MinNum), or "
+        "{fallback_metrical: N} (as if it reported N); hold when not given"))
+
+    @field_validator("on_stale", mode="wrap")
+    @classmethod
+    def _one_of_three(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+        """One message for the three forms, not one per branch of the union."""
+        try:
+            return handler(value)
+        except ValidationError:
+            raise ValueError(f"on_stale must be hold, idle or {{fallback_metrical: N}} with N in [0, 100], "
+                             f"not {value!r}") from None
 
     @model_validator(mode="after")
     def _ranges_cover_0_to_100(self) -> AppPolicy:
         problems = range_problems([s.Metrical for s in self.Spec], must_cover=True)
         if self.MaxNum is not None and self.MaxNum < self.MinNum:
             problems.append(f"MaxNum {self.MaxNum} is below MinNum {self.MinNum}")
+        if self.on_stale is not None and self.stale_after_s is None:
+            problems.append("on_stale needs stale_after_s (how long without a report makes the app stale)")
         if problems:
             raise ValueError(f"app {self.App!r}: " + "; ".join(problems))
         return self
 
 
 class DeciderPolicy(Bounded):
-    """`{"kind": "decider", "version": "v3", "capacity": 10, "initial": {...}, "apps": [...]}`."""
+    """`{"kind": "decider", "version": "v3", "capacity": 10, "initial": {...}, "apps": [...]}`.
+
+    The pool-wide options are optional; a policy without them decides exactly as the seed's does."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -97,6 +143,19 @@ class DeciderPolicy(Bounded):
     capacity: int | None = Field(default=None, ge=0)
     initial: dict[str, int] = Field(default_factory=dict)
     apps: list[AppPolicy] = Field(min_length=1)
+    observe_only: bool = Field(default=False, description=(
+        "Compute and write decisions (mode: observe) but never change the pool's instances: a new policy "
+        "run beside the one in force"))
+    max_moves_per_decision: int | None = Field(default=None, ge=1, description=(
+        "At most this many instances move in one decision (growth, release); evictions are not capped"))
+    preempted_cooldown_s: Seconds | None = Field(default=None, description=(
+        "An app preempted is not preempted again for this many seconds"))
+
+    def timed(self) -> bool:
+        """Whether any option measured in time is set: such a policy keeps the reports' times and dead-letters
+        a report older than its app's last one (`out_of_order`)."""
+        return self.preempted_cooldown_s is not None or any(
+            a.scale_down_stabilization_s or a.scale_up_stabilization_s or a.stale_after_s for a in self.apps)
 
     @model_validator(mode="after")
     def _consistent(self) -> DeciderPolicy:

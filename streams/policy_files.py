@@ -99,7 +99,26 @@ def summary(policy: DeciderPolicy | JusticePolicy) -> str:
         start = policy.starting_instances()
         capacity = policy.capacity if policy.capacity is not None else sum(start.values())
         return (f"valid decider policy {policy.version}: {len(policy.apps)} apps ({apps}); capacity {capacity}, "
-                f"starting at " + ", ".join(f"{k} {v}" for k, v in start.items()))
+                f"starting at " + ", ".join(f"{k} {v}" for k, v in start.items()) + _options(policy))
     rules = len(policy.policy.Spec)
     return (f"valid justice policy {policy.version}: driver {policy.policy.App}, {rules} rules"
             + (f", capacity {policy.capacity}" if policy.capacity is not None else ""))
+
+
+def _options(policy: DeciderPolicy) -> str:
+    """The optional behaviour a decider policy sets, as `; ...` clauses (nothing when it sets none)."""
+    clauses = ["observe-only (decisions written, instances never changed)"] if policy.observe_only else []
+    if policy.max_moves_per_decision is not None:
+        clauses.append(f"at most {policy.max_moves_per_decision} instances move a decision")
+    if policy.preempted_cooldown_s is not None:
+        clauses.append(f"a preempted app is spared for {policy.preempted_cooldown_s:g} s")
+    for a in policy.apps:
+        windows = [f"{d} {s:g} s" for d, s in (("up", a.scale_up_stabilization_s),
+                                                 ("down", a.scale_down_stabilization_s)) if s]
+        if windows:
+            clauses.append(f"{a.App} stabilized " + ", ".join(windows))
+        if a.stale_after_s:
+            on = a.on_stale or "hold"
+            handled = on if isinstance(on, str) else f"as if it reported {on.fallback_metrical:g}"
+            clauses.append(f"{a.App} stale after {a.stale_after_s:g} s: {handled}")
+    return "".join(f"; {c}" for c in clauses)

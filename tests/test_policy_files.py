@@ -85,3 +85,50 @@ def test_policy_validate_cli(tmp_path: Path) -> None:
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 2 and all(line.startswith(f"{bad}: apps[0] (a).") for line in lines)
+
+
+OPTIONS = {"observe_only": True, "max_moves_per_decision": 3, "preempted_cooldown_s": 120}
+APP_OPTIONS = [{"scale_down_stabilization_s": 300, "scale_up_stabilization_s": 15.5},
+               {"stale_after_s": 60, "on_stale": "idle"}, {"stale_after_s": 60, "on_stale": "hold"},
+               {"stale_after_s": 90, "on_stale": {"fallback_metrical": 35}}, {"stale_after_s": 60}]
+
+
+@pytest.mark.parametrize("extra", APP_OPTIONS)
+def test_every_optional_field_round_trips_through_validation(extra: dict[str, object]) -> None:
+    record = {**seed_policy(), **OPTIONS, "apps": [app("ats", 1, 3, **extra), app("hadoop", 2, 2)]}
+    policy = validate(record)
+    again = validate(policy.model_dump(mode="json"))
+    assert again == policy and again.timed()  # type: ignore[union-attr]
+    dumped = again.model_dump(mode="json")
+    assert {k: dumped[k] for k in OPTIONS} == OPTIONS and {k: dumped["apps"][0][k] for k in extra} == extra
+
+
+def test_a_policy_without_the_options_is_not_timed_and_its_summary_names_them_when_set() -> None:
+    plain = validate(seed_policy())
+    assert not plain.timed()  # type: ignore[union-attr]
+    from streams.policy_files import summary
+
+    assert ";" not in summary(plain).split("starting at")[1]
+    record = {**seed_policy(), **OPTIONS, "apps": [app("ats", 1, 3, **APP_OPTIONS[0]),
+                                                   app("hadoop", 2, 2, **APP_OPTIONS[3])]}
+    text = summary(validate(record))
+    for part in ("observe-only", "at most 3 instances", "spared for 120 s", "ats stabilized up 15.5 s, down 300 s",
+                 "hadoop stale after 90 s: as if it reported 35"):
+        assert part in text, text
+
+
+def test_bad_optional_fields_are_named_all_at_once() -> None:
+    bad = app("ats", 1, 3, on_stale="later", scale_down_stabilization_s=0)
+    worse = app("hadoop", 2, 2, on_stale="idle")
+    problems = _problems({**seed_policy(), "apps": [bad, worse], "max_moves_per_decision": 0,
+                          "preempted_cooldown_s": -1, "observe_only": "maybe"})
+    assert problems == [
+        "apps[0] (ats).scale_down_stabilization_s: Input should be greater than 0",
+        "apps[0] (ats).on_stale: on_stale must be hold, idle or {fallback_metrical: N} with N in [0, 100], "
+        "not 'later'",
+        "apps[1] (hadoop): app 'hadoop': on_stale needs stale_after_s (how long without a report makes the app "
+        "stale)",
+        "observe_only: Input should be a valid boolean, unable to interpret input",
+        "max_moves_per_decision: Input should be greater than or equal to 1",
+        "preempted_cooldown_s: Input should be greater than 0",
+    ]

@@ -35,16 +35,21 @@ Namespace = Annotated[str, typer.Option("--namespace", "-n", help="Dispatcher na
 def ticker(interval_ms: Annotated[int, typer.Option(min=1, help="Milliseconds between ticks")] = 100,
            namespace: Annotated[list[str] | None, typer.Option(
                "--namespace", "-n", help="Tick this namespace even while it has no work (repeatable)")] = None,
+           pool: Annotated[list[str] | None, typer.Option(
+               "--pool", "-p", help="Tick this decider pool on cluster-events (stale reports; repeatable)")] = None,
+           pool_interval_ms: Annotated[int, typer.Option(min=1, help="Milliseconds between pool ticks")] = 1000,
            bootstrap: Bootstrap = None, zookeeper: ZkHosts = None, topic_prefix: Prefix = None,
            root: Root = "/tribunal", session_timeout: SessionTimeout = 6.0) -> None:
-    """Write the dispatcher's clock: a Tick per namespace with work, every interval; one ticker ticks at a time."""
+    """Write the clock: a Tick per dispatcher namespace with work, every interval, and per `--pool` every pool
+    interval; one ticker ticks at a time."""
     from streams.dispatcher.ticker import Ticker
     from streams.topics import create_topics
     from streams.zk.layout import Layout
 
     settings = settings_from(kafka_bootstrap=bootstrap, zookeeper_hosts=zookeeper, topic_prefix=topic_prefix)
     create_topics(settings)
-    service = Ticker(settings, interval_ms / 1000, Layout(root), session_timeout, frozenset(namespace or ()))
+    service = Ticker(settings, interval_ms / 1000, Layout(root), session_timeout, frozenset(namespace or ()),
+                     frozenset(pool or ()), pool_interval_ms / 1000)
     serve_until_stopped(service.run, service.stop)
 
 

@@ -8,6 +8,10 @@ fold writes a namespace's health after assigns, cap changes and ticks) plus any 
 `--namespace`. One ticker ticks at a time (kazoo's Election among the replicas); a second one
 would do no harm (a Tick at or before a namespace's `now` changes nothing), it would only double
 the records.
+
+With `--pool`, it also ticks decider pools whose policy measures time (stale reports): a `Tick {pool, now}`
+on `cluster-events` every `pool_interval`, so an app that stops reporting goes stale even while nothing else
+in its pool happens.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import orjson
 
 from streams import kafka
 from streams.core.dispatch import DISPATCHER_HEALTH, TICKS
+from streams.core.pools import CLUSTER_EVENTS
 from streams.settings import Settings
 from streams.zk.election import Candidacy, session
 from streams.zk.layout import Layout
@@ -35,6 +40,10 @@ def tick(namespace: str, now_ms: int) -> bytes:
     return orjson.dumps({"type": "Tick", "namespace": namespace, "now": now_ms})
 
 
+def pool_tick(pool: str, now_ms: int) -> bytes:
+    return orjson.dumps({"type": "Tick", "pool": pool, "now": now_ms})
+
+
 @dataclass
 class Ticker:
     settings: Settings
@@ -42,6 +51,8 @@ class Ticker:
     layout: Layout = field(default_factory=Layout)
     session_timeout: float = 6.0
     always: frozenset[str] = frozenset()  # namespaces ticked whether or not they have work
+    pools: frozenset[str] = frozenset()  # decider pools ticked on cluster-events
+    pool_interval: float = 1.0
     active: dict[str, bool] = field(default_factory=dict)  # namespace -> has jobs pending or running
     leading: threading.Event = field(default_factory=threading.Event)
     candidacy: Candidacy = field(default_factory=Candidacy)
@@ -79,14 +90,18 @@ class Ticker:
     async def _tick(self) -> None:
         producer = kafka.producer(self.settings.kafka_bootstrap, linger_ms=2, acks="all")
         await producer.start()
-        topic = self.settings.topic(TICKS)
+        topic, pool_topic = self.settings.topic(TICKS), self.settings.topic(CLUSTER_EVENTS)
         loop = asyncio.get_running_loop()
         try:
-            due = loop.time()
+            due = pools_due = loop.time()
             while not self.stopping.is_set():
                 if self.leading.is_set():
                     now = int(time.time() * 1000)
                     sent = [await producer.send(topic, tick(ns, now), key=ns.encode()) for ns in self.namespaces()]
+                    if self.pools and loop.time() >= pools_due:
+                        sent += [await producer.send(pool_topic, pool_tick(p, now), key=p.encode())
+                                 for p in sorted(self.pools)]
+                        pools_due = max(pools_due + self.pool_interval, loop.time())
                     await asyncio.gather(*sent)
                 due = max(due + self.interval, loop.time())  # behind: tick now, not in a burst
                 await asyncio.sleep(due - loop.time())

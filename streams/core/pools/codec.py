@@ -14,6 +14,7 @@ from typing import Any
 from schemas.policy import DeciderPolicy, JusticePolicy
 from streams.core.pools import decider, justice
 from streams.core.pools.fold import PoolState
+from streams.core.pools.timing import Timing
 
 
 def dump_policies(state: PoolState) -> dict[str, Any]:
@@ -31,6 +32,11 @@ def dump_state(state: PoolState) -> dict[str, Any]:
         d = state.decider
         out["decider"] = {"version": d.policy.version, "capacity": d.capacity, "instances": dict(d.instances),
                           "metricals": dict(d.metricals)}
+        if d.timing is not None:
+            t = d.timing
+            out["decider"]["timing"] = {
+                "now": t.now, "reported": dict(t.reported), "numbers": dict(t.numbers), "stale": sorted(t.stale),
+                "preempted": dict(t.preempted), "reports": {k: [list(r) for r in v] for k, v in t.reports.items()}}
     if state.justice is not None:
         out["justice"] = {"version": state.justice.policy.version, "targets": dict(state.justice.targets)}
     return out
@@ -53,8 +59,14 @@ def load(state: Mapping[str, Any] | None, policies: Mapping[str, Any] | None = N
     if "decider" in state:
         compiled = decider.compile_policy(DeciderPolicy.model_validate(policies["decider"]))
         s = state["decider"]
+        t = s.get("timing")
+        timing = None if t is None else Timing(
+            now=int(t["now"]), reported={k: int(v) for k, v in t["reported"].items()},
+            reports={k: tuple((int(at), int(n)) for at, n in v) for k, v in t["reports"].items()},
+            numbers={k: int(v) for k, v in t["numbers"].items()}, stale=frozenset(t["stale"]),
+            preempted={k: int(v) for k, v in t["preempted"].items()})
         dec = decider.DeciderState.of(compiled, int(s["capacity"]), dict(s["instances"]),
-                                      {k: float(v) for k, v in s["metricals"].items()})
+                                      {k: float(v) for k, v in s["metricals"].items()}, timing)
     jus = None
     if "justice" in state:
         rules = justice.compile_policy(JusticePolicy.model_validate(policies["justice"]))

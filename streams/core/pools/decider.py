@@ -18,8 +18,9 @@ from fractions import Fraction
 from typing import Any, NamedTuple
 
 from schemas.decisions import Outcome, Round
-from schemas.policy import METRICAL_MAX, AppPolicy, DeciderPolicy
+from schemas.policy import METRICAL_MAX, AppPolicy, DeciderPolicy, FallbackMetrical
 from streams.core.pools.ranges import in_range
+from streams.core.pools.timing import GIVE_ALL, Timing, stabilized, went_stale, within
 
 NEUTRAL = 50.0  # the metrical every app starts at, and a donor is reset to (SPEC §2)
 FREE = "free"
@@ -35,6 +36,11 @@ class AppRule:
     eager: bool
     ranges: tuple[tuple[float, float, int], ...]
     by_integer: Mapping[float, int] = field(default_factory=dict, compare=False)  # Number of 0.0 .. 100.0, precomputed
+    up_ms: int = 0  # scale_up_stabilization_s, in ms (0: none)
+    down_ms: int = 0  # scale_down_stabilization_s
+    stale_ms: int | None = None  # stale_after_s
+    on_stale: str = "hold"  # hold, idle or fallback
+    fallback: float | None = None  # the metrical of on_stale fallback
 
     def number(self, metrical: float) -> int:
         """The Number of the range holding `metrical`: [lo, hi), the range ending at 100 closed."""
@@ -62,13 +68,27 @@ class CompiledPolicy:
     names: tuple[tuple[str, str], ...] = field(compare=False)  # (name, key) of every rule, in rules order
     named_as_keys: bool = field(default=False, compare=False)  # every app's name is its key (no capitals)
     source: DeciderPolicy | None = field(default=None, compare=False)  # the record it was compiled from
+    observe_only: bool = False
+    max_moves: int | None = None  # max_moves_per_decision
+    cooldown_ms: int | None = None  # preempted_cooldown_s
+    timed: bool = False  # some option is measured in time: states keep a `Timing`
+    stale_ms: Mapping[str, int] = field(default_factory=dict, compare=False)  # app -> stale_after, of apps with one
+
+
+def _ms(seconds: float | None) -> int:
+    return round(seconds * 1000) if seconds else 0
 
 
 def _rule(app: AppPolicy) -> AppRule:
     ranges = tuple(sorted((s.Metrical[0], s.Metrical[1], s.Number) for s in app.Spec))
+    given = app.on_stale or "hold"
+    fallback = given.fallback_metrical if isinstance(given, FallbackMetrical) else None
+    on_stale = given if isinstance(given, str) else "fallback"
     return AppRule(name=app.App, key=app.App.casefold(), priority=app.Priority, min_num=app.MinNum,
                    max_num=app.MaxNum, eager=app.release == "eager", ranges=ranges,
-                   by_integer={float(m): number_in(ranges, float(m)) for m in range(METRICAL_MAX + 1)})
+                   by_integer={float(m): number_in(ranges, float(m)) for m in range(METRICAL_MAX + 1)},
+                   up_ms=_ms(app.scale_up_stabilization_s), down_ms=_ms(app.scale_down_stabilization_s),
+                   stale_ms=_ms(app.stale_after_s) or None, on_stale=on_stale, fallback=fallback)
 
 
 def compile_policy(policy: DeciderPolicy) -> CompiledPolicy:
@@ -79,7 +99,10 @@ def compile_policy(policy: DeciderPolicy) -> CompiledPolicy:
     return CompiledPolicy(version=policy.version, capacity=policy.capacity, starting=starting, rules=rules,
                           by_key={r.key: r for r in rules}, lower_than=lower_than, not_lower=not_lower,
                           names=tuple((r.name, r.key) for r in rules),
-                          named_as_keys=all(r.name == r.key for r in rules), source=policy)
+                          named_as_keys=all(r.name == r.key for r in rules), source=policy,
+                          observe_only=policy.observe_only, max_moves=policy.max_moves_per_decision,
+                          cooldown_ms=_ms(policy.preempted_cooldown_s) or None, timed=policy.timed(),
+                          stale_ms={r.key: r.stale_ms for r in rules if r.stale_ms})
 
 
 class DeciderState(NamedTuple):
@@ -94,15 +117,19 @@ class DeciderState(NamedTuple):
     capacity: int
     instances: Mapping[str, int]
     metricals: Mapping[str, float]
-    idle: frozenset[str] = frozenset()  # apps whose last metrical maps to a negative Number
+    idle: frozenset[str] = frozenset()  # apps whose last metrical maps to a negative Number (`timing.numbers`)
+    timing: Timing | None = None  # only under a policy with options measured in time
 
     @classmethod
     def of(cls, policy: CompiledPolicy, capacity: int, instances: Mapping[str, int],
-           metricals: Mapping[str, float]) -> DeciderState:
+           metricals: Mapping[str, float], timing: Timing | None = None) -> DeciderState:
         keys = [r.key for r in policy.rules]
         instances, metricals = {k: instances[k] for k in keys}, {k: metricals[k] for k in keys}
-        idle = frozenset(k for k, m in metricals.items() if policy.by_key[k].number(m) < 0)
-        return cls(policy, capacity, instances, metricals, idle)
+        if timing is None:
+            idle = frozenset(k for k, m in metricals.items() if policy.by_key[k].number(m) < 0)
+        else:
+            idle = frozenset(k for k in keys if timing.numbers[k] < 0)
+        return cls(policy, capacity, instances, metricals, idle, timing)
 
     def by_name(self) -> tuple[Mapping[str, int], Mapping[str, float]]:
         """Instances and metricals keyed by the apps' names, in rule order (the states' own where names
@@ -133,6 +160,7 @@ class Verdict(NamedTuple):
     scores: Mapping[str, float]
     reason_code: str
     reason: str
+    shaped: Mapping[str, Any] | None = None  # what else shaped it: a stabilization window, stale handling
 
 
 MoveRecord = dict[str, Any]  # a `schemas.decisions.Move`, laid out as it is serialised
@@ -157,19 +185,21 @@ def surplus(rule: AppRule, instances: int, metrical: float) -> int:
 
 
 # -- pool events --------------------------------------------------------------------------------
-def adopt(state: DeciderState | None, policy: DeciderPolicy) -> tuple[DeciderState, Verdict]:
-    """A policy record: start the pool, or carry its instances over to the new version.
+def adopt(state: DeciderState | None, policy: DeciderPolicy, at: int = 0) -> tuple[DeciderState, Verdict]:
+    """A policy record (at event time `at`): start the pool, or carry its instances over to the new version.
 
     A first policy starts every app at `initial` (else MinNum); without `capacity` the pool is
     exactly full. A later version keeps the instances and metricals of the apps it still lists,
     starts new apps like a first policy, drops removed apps (their instances become free), keeps
-    the capacity unless it names one, and evicts if the result no longer fits.
+    the capacity unless it names one, and evicts if the result no longer fits. A version with options
+    measured in time (`timing`) restarts the stabilization windows under its own ranges.
     """
     compiled = compile_policy(policy)
     if state is None:
         instances = {r.key: compiled.starting[r.key] for r in compiled.rules}
         capacity = compiled.capacity if compiled.capacity is not None else sum(instances.values())
-        new = DeciderState.of(compiled, capacity, instances, {r.key: NEUTRAL for r in compiled.rules})
+        metricals = {r.key: NEUTRAL for r in compiled.rules}
+        new = DeciderState.of(compiled, capacity, instances, metricals, _timing(compiled, None, metricals, at))
         return new, _verdict("policy", "policy_started",
                              f"policy {policy.version} started the pool: capacity {capacity}, "
                              + ", ".join(f"{r.name} {instances[r.key]}" for r in compiled.rules))
@@ -188,11 +218,26 @@ def adopt(state: DeciderState | None, policy: DeciderPolicy) -> tuple[DeciderSta
         if state.instances[key]:
             moves.append(_move(state.policy.by_key[key].name, FREE, state.instances[key], "policy"))
     capacity = compiled.capacity if compiled.capacity is not None else state.capacity
-    new = DeciderState.of(compiled, capacity, instances, metricals)
+    new = DeciderState.of(compiled, capacity, instances, metricals, _timing(compiled, state.timing, metricals, at))
     new, evicted, note = _evict(new)
     reason = f"policy {state.policy.version} -> {policy.version}" + (f"; {note}" if note else "")
     return new, _verdict("evicted" if evicted else "policy", "policy_evicted" if evicted else "policy_changed",
                          reason, [*moves, *evicted])
+
+
+def _timing(policy: CompiledPolicy, before: Timing | None, metricals: Mapping[str, float], at: int
+            ) -> Timing | None:
+    """A timed policy's `Timing` as it starts: apps it kept keep their report times, stale marks and
+    cool-downs; new apps count as reported when the policy applied."""
+    if not policy.timed:
+        return None
+    keys = [r.key for r in policy.rules]
+    now = max(at, before.now) if before is not None else at
+    old = before or Timing(now, {}, {}, {})
+    return Timing(now=now, reported={k: old.reported.get(k, now) for k in keys}, reports={},
+                  numbers={k: policy.by_key[k].number(metricals[k]) for k in keys},
+                  stale=frozenset(k for k in old.stale if k in policy.by_key),
+                  preempted={k: t for k, t in old.preempted.items() if k in policy.by_key})
 
 
 def set_capacity(state: DeciderState, capacity: int) -> tuple[DeciderState, Verdict]:
@@ -255,30 +300,128 @@ def on_metric(state: DeciderState, app_key: str, metrical: float) -> tuple[Decid
     rule = state.policy.by_key[app_key]
     metricals = {**state.metricals, app_key: metrical}
     number = rule.number(metrical)
-    idle = _mark(state.idle, app_key, number < 0)
+    return _decide(state, rule, metrical, metricals, _mark(state.idle, app_key, number < 0), number)
+
+
+def _decide(state: DeciderState, rule: AppRule, metrical: float, metricals: dict[str, float],
+            idle: frozenset[str], number: int) -> tuple[DeciderState, Verdict]:
+    """What `rule`'s app standing at `number` (its metrical's, or as stabilized) gets."""
     if number == 0:
-        return DeciderState(state.policy, state.capacity, state.instances, metricals, idle), _verdict(
+        return DeciderState(state.policy, state.capacity, state.instances, metricals, idle, state.timing), _verdict(
             "steady", "steady", f"{rule.name} at {metrical:g} maps to Number 0: nothing moves")
     if number < 0:
         return _idle(state, rule, metrical, metricals, idle, number)
     return _grow(state, rule, metrical, metricals, idle, number)
 
 
+def on_report(state: DeciderState, app_key: str, metrical: float, at: int) -> tuple[DeciderState, Verdict]:
+    """A report at event time `at` under a timed policy: its app's windows decide the Number it stands at.
+
+    The caller has advanced the pool's clock to `at` (`advance`) and refused a report older than the app's
+    last (`out_of_order`)."""
+    rule = state.policy.by_key[app_key]
+    timing = state.timing
+    assert timing is not None
+    raw = rule.number(metrical)
+    longest = max(rule.up_ms, rule.down_ms)
+    reports = timing.reports
+    window = None
+    if longest:
+        kept = (*within(reports.get(app_key, ()), at, longest), (at, raw))
+        reports = {**reports, app_key: kept}
+        window = stabilized(kept, raw, rule.up_ms, rule.down_ms)
+    number = raw if window is None else window.applied
+    timing = timing._replace(reported={**timing.reported, app_key: at}, reports=reports,
+                             numbers={**timing.numbers, app_key: number}, stale=timing.stale - {app_key})
+    metricals = {**state.metricals, app_key: metrical}
+    new, verdict = _decide(state._replace(timing=timing), rule, metrical, metricals,
+                           _mark(state.idle, app_key, number < 0), number)
+    if window is None:
+        return new, verdict
+    shaped = {"stabilization": window.as_record()}
+    if window.applied == raw:
+        return new, verdict._replace(shaped=shaped)
+    field_ = f"scale_{window.direction}_stabilization_s"
+    if window.applied == 0:
+        would = "gives up" if raw < 0 else "grows"
+        return new, verdict._replace(reason_code="stabilized", shaped=shaped, reason=(
+            f"{rule.name} at {metrical:g} maps to Number {raw:+d}, held: within {field_} {window.seconds:g}, not "
+            f"every report {would} ({len(window.reports)} reports)"))
+    return new, verdict._replace(shaped=shaped, reason=(
+        f"{verdict.reason} (Number {raw:+d} stabilized to {window.applied:+d}: the smallest of the "
+        f"{len(window.reports)} reports within {field_} {window.seconds:g})"))
+
+
+Step = tuple[str, "DeciderState", Verdict]  # the app a stale decision is about, the state after it, the verdict
+
+
+def advance(state: DeciderState, at: int, fresh: str | None = None) -> tuple[DeciderState, list[Step]]:
+    """The pool's clock moved to `at` (a record's event time): apps silent for their `stale_after_s` go stale,
+    each with its decision, in app order; `fresh` is the app reporting at `at`."""
+    timing = state.timing
+    if timing is None or at <= timing.now:
+        return state, []
+    state = state._replace(timing=timing._replace(now=at))
+    steps: list[Step] = []
+    for key in went_stale(timing, state.policy.stale_ms, at, fresh):
+        state, verdict = _go_stale(state, state.policy.by_key[key], at)
+        steps.append((state.policy.by_key[key].name, state, verdict))
+    return state, steps
+
+
+def _go_stale(state: DeciderState, rule: AppRule, now: int) -> tuple[DeciderState, Verdict]:
+    """`rule`'s app has not reported for its stale_after_s: handled as its `on_stale` says, until it reports."""
+    timing = state.timing
+    assert timing is not None and rule.stale_ms is not None
+    silent = (now - timing.reported[rule.key]) / 1000
+    head = f"{rule.name}: no report for {silent:g} s (stale_after_s {rule.stale_ms / 1000:g})"
+    shaped = {"stale": {"app": rule.name, "silent_s": silent, "stale_after_s": rule.stale_ms / 1000,
+                        "on_stale": rule.on_stale, "fallback_metrical": rule.fallback}}
+    metrical = rule.fallback if rule.fallback is not None else state.metricals[rule.key]
+    number = {"hold": 0, "idle": GIVE_ALL}.get(rule.on_stale, rule.number(metrical))
+    timing = timing._replace(stale=timing.stale | {rule.key}, numbers={**timing.numbers, rule.key: number})
+    metricals = {**state.metricals, rule.key: metrical}
+    new, verdict = _decide(state._replace(timing=timing), rule, metrical, metricals,
+                           _mark(state.idle, rule.key, number < 0), number)
+    handled = {"hold": f"held at {state.instances[rule.key]} instances, gives none up",
+               "idle": "handled as idle, offers all above MinNum",
+               "fallback": f"decided as if it reported {metrical:g}"}[rule.on_stale]
+    detail = "" if rule.on_stale == "hold" else f": {verdict.reason}"
+    return new, verdict._replace(reason_code="stale_metric", reason=f"{head}: {handled}{detail}", shaped=shaped)
+
+
 def _idle(state: DeciderState, rule: AppRule, metrical: float, metricals: dict[str, float],
           idle: frozenset[str], number: int) -> tuple[DeciderState, Verdict]:
     offer = offered(rule, state.instances[rule.key], number)
     if offer == 0:
-        return DeciderState(state.policy, state.capacity, state.instances, metricals, idle), _verdict(
+        return DeciderState(state.policy, state.capacity, state.instances, metricals, idle, state.timing), _verdict(
             "idle", "idle_at_min", f"{rule.name} at {metrical:g} is idle but already at MinNum {rule.min_num}")
     if rule.eager:
-        instances = {**state.instances, rule.key: state.instances[rule.key] - offer}
+        capped = _capped(state.policy, offer)
+        instances = {**state.instances, rule.key: state.instances[rule.key] - capped}
         metricals[rule.key] = NEUTRAL
-        idle = _mark(idle, rule.key, rule.number(NEUTRAL) < 0)
-        return DeciderState(state.policy, state.capacity, instances, metricals, idle), _verdict(
-            "idle", "idle_released", f"{rule.name} at {metrical:g} released {offer} to the free pool (eager)",
-            [_move(rule.name, FREE, offer, "release")])
-    return DeciderState(state.policy, state.capacity, state.instances, metricals, idle), _verdict(
+        timing, idle = _reset(state.timing, rule, idle)
+        return DeciderState(state.policy, state.capacity, instances, metricals, idle, timing), _verdict(
+            "idle", "idle_released", f"{rule.name} at {metrical:g} released {capped} to the free pool (eager)"
+            + _cap_note(state.policy, offer, capped), [_move(rule.name, FREE, capped, "release")])
+    return DeciderState(state.policy, state.capacity, state.instances, metricals, idle, state.timing), _verdict(
         "idle", "idle_offered", f"{rule.name} at {metrical:g} offers {offer} (lazy: kept until someone needs them)")
+
+
+def _capped(policy: CompiledPolicy, count: int) -> int:
+    return count if policy.max_moves is None else min(count, policy.max_moves)
+
+
+def _cap_note(policy: CompiledPolicy, wanted: int, capped: int) -> str:
+    return f" (capped by max_moves_per_decision {policy.max_moves})" if capped < wanted else ""
+
+
+def _reset(timing: Timing | None, rule: AppRule, idle: frozenset[str]) -> tuple[Timing | None, frozenset[str]]:
+    """An app that gave instances up stands at the neutral metrical's Number until it reports again."""
+    number = rule.number(NEUTRAL)
+    if timing is not None:
+        timing = timing._replace(numbers={**timing.numbers, rule.key: number})
+    return timing, _mark(idle, rule.key, number < 0)
 
 
 @dataclass(slots=True)
@@ -290,6 +433,7 @@ class _Grant:
     instances: dict[str, int]
     metricals: dict[str, float]
     idle: frozenset[str]
+    timing: Timing | None
     moves: list[MoveRecord] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     scores: dict[str, float] = field(default_factory=dict)
@@ -303,15 +447,20 @@ class _Grant:
         self.need -= count
         self.moves.append(_move(FREE if donor is None else donor.name, me.name, count, round_))
 
+    def number(self, rule: AppRule) -> int:
+        """The Number `rule`'s app stands at: its metrical's, or as its windows and staleness set it."""
+        return rule.number(self.metricals[rule.key]) if self.timing is None else self.timing.numbers[rule.key]
+
 
 def _grow(state: DeciderState, rule: AppRule, metrical: float, metricals: dict[str, float],
           idle: frozenset[str], number: int) -> tuple[DeciderState, Verdict]:
     """SPEC §2's three rounds, each only while something is still needed: free, idle donors, preemption."""
-    wanted = number if rule.max_num is None else max(0, min(number, rule.max_num - state.instances[rule.key]))
-    if wanted == 0:
-        return DeciderState(state.policy, state.capacity, state.instances, metricals, idle), _verdict(
+    room = number if rule.max_num is None else max(0, min(number, rule.max_num - state.instances[rule.key]))
+    if room == 0:
+        return DeciderState(state.policy, state.capacity, state.instances, metricals, idle, state.timing), _verdict(
             "rejected", "at_max_num", f"{rule.name} wants +{number} but is at MaxNum {rule.max_num}")
-    grant = _Grant(rule, wanted, dict(state.instances), metricals, idle)
+    wanted = _capped(state.policy, room)
+    grant = _Grant(rule, wanted, dict(state.instances), metricals, idle, state.timing)
     _from_free(state, grant)
     if grant.need:
         _from_idle(state, grant)
@@ -320,11 +469,11 @@ def _grow(state: DeciderState, rule: AppRule, metrical: float, metricals: dict[s
     granted = wanted - grant.need
     outcome: Outcome = "scaled" if grant.need == 0 else ("partial" if granted else "rejected")
     code = {"scaled": "granted", "partial": "partially_granted", "rejected": "no_capacity"}[outcome]
-    capped = f" (capped by MaxNum {rule.max_num})" if wanted < number else ""
-    reason = (f"{rule.name} at {metrical:g} wants +{wanted}{capped}: " + "; ".join(grant.notes)
-              + f"; granted {granted}")
-    return DeciderState(state.policy, state.capacity, grant.instances, grant.metricals, grant.idle), _verdict(
-        outcome, code, reason, grant.moves, requested=wanted, granted=granted, scores=grant.scores)
+    capped = f" (capped by MaxNum {rule.max_num})" if room < number else ""
+    reason = (f"{rule.name} at {metrical:g} wants +{wanted}{capped}{_cap_note(state.policy, room, wanted)}: "
+              + "; ".join(grant.notes) + f"; granted {granted}")
+    new = DeciderState(state.policy, state.capacity, grant.instances, grant.metricals, grant.idle, grant.timing)
+    return new, _verdict(outcome, code, reason, grant.moves, requested=wanted, granted=granted, scores=grant.scores)
 
 
 def _from_free(state: DeciderState, grant: _Grant) -> None:
@@ -347,7 +496,7 @@ def _from_idle(state: DeciderState, grant: _Grant) -> None:
     for k in grant.idle:
         if k != me.key:
             donor = by_key[k]
-            offer = min(-donor.number(metricals[k]), instances[k] - donor.min_num)
+            offer = min(-grant.number(donor), instances[k] - donor.min_num)
             if offer > 0:
                 offers[k] = offer
     given = []
@@ -355,7 +504,7 @@ def _from_idle(state: DeciderState, grant: _Grant) -> None:
         give = min(grant.need, offers[donor.key])
         grant.take(donor, give, "idle")
         metricals[donor.key] = NEUTRAL
-        grant.idle = _mark(grant.idle, donor.key, donor.number(NEUTRAL) < 0)
+        grant.timing, grant.idle = _reset(grant.timing, donor, grant.idle)
         given.append(f"{donor.name} {give}")
         if not grant.need:
             break
@@ -366,22 +515,39 @@ def _from_idle(state: DeciderState, grant: _Grant) -> None:
 
 
 def _by_preemption(state: DeciderState, grant: _Grant) -> None:
-    """Round 3: preemption of strictly lower priority, by score, largest remainder, until met."""
+    """Round 3: preemption of strictly lower priority, by score, largest remainder, until met; an app in its
+    cool-down after a preemption (preempted_cooldown_s) is spared."""
     rule, instances, names = grant.rule, grant.instances, state.policy.by_key
     lower = state.policy.lower_than[rule.priority]
     candidates = [r for r in lower if instances[r.key] > r.min_num]
     if not lower:
         grant.notes.append(f"no app has lower priority than {rule.name} (P{rule.priority})")
         return
+    cooling = _cooling(state.policy, grant.timing, candidates)
+    if cooling:
+        candidates = [r for r in candidates if r.key not in cooling]
     if not candidates:
-        grant.notes.append("lower-priority apps are at MinNum: " + ", ".join(r.name for r in lower))
+        grant.notes.append("lower-priority apps are at MinNum" + (" or cooling down" if cooling else "") + ": "
+                           + ", ".join(r.name for r in lower))
         return
     exact = {r.key: _score(grant.metricals[r.key], r.priority) for r in candidates}
     grant.scores = {names[k].name: float(v) for k, v in sorted(exact.items())}
     taken = sorted(_preempt(grant.need, exact, {r.key: instances[r.key] - r.min_num for r in candidates}).items())
     for key, n in taken:
         grant.take(names[key], n, "preempt")
-    grant.notes.append("preempted " + ", ".join(f"{names[k].name} {n}" for k, n in taken))
+    grant.notes.append("preempted " + ", ".join(f"{names[k].name} {n}" for k, n in taken)
+                       + (" (cooling down: " + ", ".join(names[k].name for k in cooling) + ")" if cooling else ""))
+    if state.policy.cooldown_ms and grant.timing is not None:
+        timing = grant.timing
+        grant.timing = timing._replace(preempted={**timing.preempted, **{k: timing.now for k, _ in taken}})
+
+
+def _cooling(policy: CompiledPolicy, timing: Timing | None, candidates: list[AppRule]) -> list[str]:
+    """Candidates preempted less than preempted_cooldown_s ago (sorted keys)."""
+    if not policy.cooldown_ms or timing is None:
+        return []
+    return sorted(r.key for r in candidates
+                  if r.key in timing.preempted and timing.now - timing.preempted[r.key] < policy.cooldown_ms)
 
 
 def _busy(state: DeciderState, rule: AppRule, metricals: Mapping[str, float], most: int = 3) -> str:

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from pydantic import TypeAdapter, ValidationError
 
-from schemas.cluster import ClusterEvent, InstancesObserved, PoolCapacitySet
+from schemas.cluster import ClusterEvent, InstancesObserved, PoolCapacitySet, PoolTick
 from schemas.policy import DeciderPolicy, JusticePolicy, PolicyRecord
 from streams.core.admission import NO_COUNTS, admit, reject
 from streams.core.deadletter import Rejected
@@ -99,7 +99,7 @@ def _load(adapter: TypeAdapter[Any], record: SourceRecord, what: str) -> object:
 def _policy(state: PoolState, record: SourceRecord, pool: str) -> tuple[PoolState, list[Emit]]:
     policy = _load(_POLICY, record, "policy")
     if isinstance(policy, DeciderPolicy):
-        started, verdict = decider.adopt(state.decider, policy)
+        started, verdict = decider.adopt(state.decider, policy, record.timestamp)
         return _decision(state, started, record, pool, _trigger("policy"), verdict)
     assert isinstance(policy, JusticePolicy)
     rules = justice.adopt(state.justice, policy)
@@ -111,10 +111,14 @@ def _policy(state: PoolState, record: SourceRecord, pool: str) -> tuple[PoolStat
 
 def _cluster(state: PoolState, record: SourceRecord, pool: str) -> tuple[PoolState, list[Emit]]:
     event = _load(_CLUSTER, record, "event")
-    assert isinstance(event, PoolCapacitySet | InstancesObserved)
+    assert isinstance(event, PoolCapacitySet | InstancesObserved | PoolTick)
     if event.pool is not None and (event.pool != pool or (bool(record.key) and record_key(record) != pool)):
         raise Rejected("pool_mismatch", f"event names pool {event.pool!r} but its key is {record_key(record)!r}")
     current = _decider_of(state, pool)
+    if isinstance(event, PoolTick):
+        state, current, emits = _advance(state, record, pool, current, event.now)
+        return state._replace(decider=current), emits
+    state, current, emits = _advance(state, record, pool, current, record.timestamp)
     if isinstance(event, PoolCapacitySet):
         new, verdict = decider.set_capacity(current, event.capacity)
         trigger = _trigger("capacity", capacity=event.capacity)
@@ -122,11 +126,24 @@ def _cluster(state: PoolState, record: SourceRecord, pool: str) -> tuple[PoolSta
         observed = {_app_key(current, name, pool): n for name, n in event.instances.items()}
         new, verdict = decider.observe(current, observed)
         trigger = _trigger("observed")
-    return _decision(state, new, record, pool, trigger, verdict)
+    state, emitted = _decision(state, new, record, pool, trigger, verdict, current)
+    return state, [*emits, *emitted]
 
 
-def _trigger(kind: str, capacity: int | None = None) -> dict[str, Any]:
-    return {"kind": kind, "app": None, "metrical": None, "capacity": capacity}
+def _advance(state: PoolState, record: SourceRecord, pool: str, current: DeciderState, at: int,
+             fresh: str | None = None) -> tuple[PoolState, DeciderState, list[Emit]]:
+    """The pool's clock moved to `at`: a decision for each app that went stale (the record is their cause),
+    and the decider to go on from (as stored: under observe-only, with its instances unchanged)."""
+    current, steps = decider.advance(current, at, fresh)
+    emits: list[Emit] = []
+    for app, after, verdict in steps:
+        state, emitted = _decision(state, after, record, pool, _trigger("stale", app=app), verdict, state.decider)
+        emits += emitted
+    return state, (state.decider or current) if steps else current, emits
+
+
+def _trigger(kind: str, capacity: int | None = None, app: str | None = None) -> dict[str, Any]:
+    return {"kind": kind, "app": app, "metrical": None, "capacity": capacity}
 
 
 # -- metrics ------------------------------------------------------------------------------------
@@ -149,15 +166,31 @@ def _decider_metric(state: PoolState, record: SourceRecord, pool: str) -> tuple[
     app, metrical = parse(record, PLUGIN_DECIDER, pool)  # a metric's pool is its record key
     current = _decider_of(state, pool)
     key = _app_key(current, app, pool)
-    new, verdict = decider.on_metric(current, key, metrical)
     trigger = {"kind": "metric", "app": current.policy.by_key[key].name, "metrical": metrical, "capacity": None}
-    return _decision(state, new, record, pool, trigger, verdict)
+    if current.timing is None:
+        new, verdict = decider.on_metric(current, key, metrical)
+        return _decision(state, new, record, pool, trigger, verdict, current)
+    last = current.timing.reported[key]
+    if record.timestamp < last:
+        raise Rejected("out_of_order", f"app {app!r} reported at {record.timestamp}, before its last report "
+                                       f"applied ({last}): reports are applied in event time")
+    state, current, emits = _advance(state, record, pool, current, record.timestamp, fresh=key)
+    new, verdict = decider.on_report(current, key, metrical, record.timestamp)
+    state, emitted = _decision(state, new, record, pool, trigger, verdict, current)
+    return state, [*emits, *emitted]
 
 
 def _decision(state: PoolState, current: decider.DeciderState, record: SourceRecord, pool: str,
-              trigger: Mapping[str, Any], verdict: decider.Verdict) -> tuple[PoolState, list[Emit]]:
+              trigger: Mapping[str, Any], verdict: decider.Verdict,
+              before: DeciderState | None = None) -> tuple[PoolState, list[Emit]]:
     """The admitted `state` with decider `current`, and its `ScalingDecision` record, as a mapping in the
-    model's field order (the hot path)."""
+    model's field order (the hot path).
+
+    Under an observe-only policy the decision is written (`mode: observe`, its moves as they would be) but
+    the instances stay as they were `before`: only the actuator's observations and policies change them."""
+    observing = current.policy.observe_only
+    if observing and before is not None and trigger["kind"] not in ("policy", "observed"):
+        current = current._replace(instances=before.instances)
     state, seq = state.numbered(SCALING_DECISIONS, current, state.justice)
     instances, metricals = current.by_name()
     out = {
@@ -168,6 +201,10 @@ def _decision(state: PoolState, current: decider.DeciderState, record: SourceRec
         "capacity": current.capacity, "free": current.free, "scores": verdict.scores,
         "reason_code": verdict.reason_code, "reason": verdict.reason,
     }
+    if verdict.shaped:
+        out.update(verdict.shaped)
+    if observing:
+        out["mode"] = "observe"
     return state, [Emit(SCALING_DECISIONS, pool, out)]
 
 

@@ -56,12 +56,14 @@ def _decision(decision: Mapping[str, Any], before: PoolState) -> dict[str, Any]:
         "rounds": rounds, "preemption_shares": shares, "scores": decision["scores"],
         "free_after": decision["free"], "instances_after": decision["instances"],
         "reason_code": decision["reason_code"], "reason": decision["reason"]}
+    detail.update({k: decision[k] for k in ("mode", "stabilization", "stale") if k in decision})
     app = decision["trigger"].get("app")
     policy = before.decider.policy if before.decider is not None else None
     if app is not None and policy is not None and app.casefold() in policy.by_key:
         rule = policy.by_key[app.casefold()]
         metrical = decision["trigger"]["metrical"]
-        detail["ranges"] = [{"metrical": [lo, hi], "number": number, "matched": in_range(lo, hi, metrical)}
+        detail["ranges"] = [{"metrical": [lo, hi], "number": number,
+                             "matched": metrical is not None and in_range(lo, hi, metrical)}
                             for lo, hi, number in rule.ranges]
         detail["app"] = {"app": rule.name, "priority": rule.priority, "min": rule.min_num, "max": rule.max_num}
     return detail
@@ -82,7 +84,11 @@ def render(found: Mapping[str, Any]) -> list[str]:
 
 def _render_decision(d: Mapping[str, Any], before: Mapping[str, Any], after: Mapping[str, Any]) -> list[str]:
     t = d["trigger"]
-    what = f"{t['app']} reports {t['metrical']:g}" if t["kind"] == "metric" else t["kind"]
+    what = t["kind"]
+    if t["kind"] == "metric":
+        what = f"{t['app']} reports {t['metrical']:g}"
+    elif t["kind"] == "stale":
+        what = f"{t['app']} went stale"
     lines = [f"decision seq {d['seq']}, policy {d['policy_version']}: {what}"]
     if "app" in d:
         a = d["app"]
@@ -96,6 +102,18 @@ def _render_decision(d: Mapping[str, Any], before: Mapping[str, Any], after: Map
     if apps:
         lines.append(f"before  free {before['decider']['free']}; " + ", ".join(
             f"{x['app']} {x['instances']} (metrical {x['metrical']:g}{', idle' if x['idle'] else ''})" for x in apps))
+    if "stale" in d:
+        s = d["stale"]
+        how = f"as if it reported {s['fallback_metrical']:g}" if s["on_stale"] == "fallback" else s["on_stale"]
+        lines.append(f"stale   {s['app']}: no report for {s['silent_s']:g} s, stale_after_s {s['stale_after_s']:g}: "
+                     f"handled {how}")
+    if "stabilization" in d:
+        w = d["stabilization"]
+        reports = ", ".join(f"{n:+d} at {at}" for at, n in w["reports"])
+        lines.append(f"window  scale_{w['direction']}_stabilization_s {w['window_s']:g}: Number {w['raw_number']:+d}"
+                     f" -> {w['applied_number']:+d}; the window's reports (event time ms): {reports}")
+    if d.get("mode") == "observe":
+        lines.append("mode    observe-only: the moves below are what would move; instances did not change")
     lines.append(f"asked   {d['requested']:+d}, granted {d['granted']:+d}: {d['outcome']}")
     for name, moves in d["rounds"].items():
         lines.append(f"round   {name}: " + ", ".join(f"{m['from']} -> {m['to']} x{m['count']}" for m in moves))

@@ -33,21 +33,23 @@ class Log:
         self.state = pools.PoolState()
         self.offsets: dict[str, int] = {}
 
-    def feed(self, topic: str, value: bytes) -> list[Emit]:
+    def feed(self, topic: str, value: bytes, at: int | None = None) -> list[Emit]:
+        """One record; `at` is its timestamp (event time, ms), else a time that grows with its topic's offset."""
         offset = self.offsets.get(topic, 0)
         self.offsets[topic] = offset + 1
-        record = SourceRecord(topic, 0, offset, 1_732_200_000_000 + offset, self.key, value)
+        record = SourceRecord(topic, 0, offset, 1_732_200_000_000 + offset if at is None else at, self.key, value)
         self.state, outputs = pools.apply(self.state, record, topic)
         return outputs
 
-    def policy(self, policy: dict[str, Any]) -> list[Emit]:
-        return self.feed(pools.POLICIES, json.dumps(policy).encode())
+    def policy(self, policy: dict[str, Any], at: int | None = None) -> list[Emit]:
+        return self.feed(pools.POLICIES, json.dumps(policy).encode(), at)
 
-    def metric(self, app_name: str, metrical: float, channel: str = pools.PLUGIN_DECIDER) -> list[Emit]:
-        return self.feed(channel, envelope(app_name, metrical, channel))
+    def metric(self, app_name: str, metrical: float, channel: str = pools.PLUGIN_DECIDER,
+               at: int | None = None) -> list[Emit]:
+        return self.feed(channel, envelope(app_name, metrical, channel), at)
 
-    def event(self, event: dict[str, Any]) -> list[Emit]:
-        return self.feed(pools.CLUSTER_EVENTS, json.dumps(event).encode())
+    def event(self, event: dict[str, Any], at: int | None = None) -> list[Emit]:
+        return self.feed(pools.CLUSTER_EVENTS, json.dumps(event).encode(), at)
 
 
 def decision(outputs: list[Emit]) -> dict[str, Any]:
@@ -55,3 +57,9 @@ def decision(outputs: list[Emit]) -> dict[str, Any]:
     assert out.stream == pools.SCALING_DECISIONS, out
     result: dict[str, Any] = json.loads(out.value_bytes())
     return result
+
+
+def decisions(outputs: list[Emit]) -> list[dict[str, Any]]:
+    """Every decision among `outputs` (a record can cause several: apps gone stale, then its own)."""
+    assert all(out.stream == pools.SCALING_DECISIONS for out in outputs), outputs
+    return [json.loads(out.value_bytes()) for out in outputs]
