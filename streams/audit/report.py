@@ -12,9 +12,9 @@ import html
 import io
 import json
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from streams.audit.explain import render
 
@@ -28,18 +28,45 @@ pre { background: #f6f6f6; padding: 0.8em; overflow-x: auto; font-size: 0.85em; 
 .meta { color: #666; }
 """
 BAND = {-1: "#f4c7c3", 0: "#e8e8e8", 1: "#c8e6c9"}  # give up / hold / grow
+XAxis = Literal["time", "order"]  # event time (time of day), or the inputs' order: a burst reads as a sequence
 
 
 def _when(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, tz=UTC)
 
 
-def _stamp(ms: int) -> str:
+def stamp(ms: int) -> str:
     """A table row's time, to the millisecond."""
     return _when(ms).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
-def _svg(figure: Any) -> str:
+def xs_of(found: Sequence[Mapping[str, Any]], x: XAxis) -> list[Any]:
+    """Where each explained input sits on the x axis: its event time, or its place among the inputs (1, 2, ...)."""
+    if x == "order":
+        return list(range(1, len(found) + 1))
+    return [_when(f["input"]["timestamp"]) for f in found]
+
+
+def label_x(axes: list[Any], x: XAxis) -> None:
+    """Time as time of day (not matplotlib's minutes:seconds.micro for short spans), or the input order; the
+    label under the lowest of `axes` (they share the x axis)."""
+    from matplotlib.dates import DateFormatter
+
+    for ax in axes:
+        if x == "time":
+            ax.xaxis.set_major_formatter(DateFormatter("%H:%M:%S", tz=UTC))
+    axes[-1].set_xlabel("time of day (UTC)" if x == "time" else "input order (1 = the first input of the range)")
+
+
+def instances_plot(ax: Any, xs: list[Any], series: Mapping[str, list[int]], style: str = "-",
+                   suffix: str = "") -> None:
+    """A step line per app (and `free`): the instances after each input."""
+    for name, values in series.items():
+        ax.step(xs, values, where="post", label=name + suffix, linestyle=":" if name == "free" else style)
+    ax.set_ylabel("instances")
+
+
+def svg(figure: Any) -> str:
     import matplotlib.pyplot as plt
 
     buffer = io.StringIO()
@@ -49,7 +76,7 @@ def _svg(figure: Any) -> str:
     return text[text.index("<svg"):]
 
 
-def _plt() -> Any:
+def pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -59,23 +86,22 @@ def _plt() -> Any:
     return plt
 
 
-def pool_figures(found: list[dict[str, Any]]) -> list[tuple[str, str]]:
+def pool_figures(found: list[dict[str, Any]], x: XAxis = "time") -> list[tuple[str, str]]:
     """(title, svg) for instances per app, each app's metrical against its ranges, and outcomes."""
-    plt = _plt()
+    plt = pyplot()
     decided = [f for f in found if "decision" in f]
     if not decided:
         return []
-    times = [_when(f["input"]["timestamp"]) for f in decided]
+    times = xs_of(decided, x)
     apps = [a["app"] for a in decided[-1]["after"]["decider"]["apps"]]
     figures = []
 
     fig, ax = plt.subplots(figsize=(10, 3.5))
-    for app in apps:
-        ax.step(times, [f["decision"]["instances_after"].get(app, 0) for f in decided], where="post", label=app)
-    ax.step(times, [f["decision"]["free_after"] for f in decided], where="post", label="free", linestyle=":")
-    ax.set_ylabel("instances")
+    series = {app: [f["decision"]["instances_after"].get(app, 0) for f in decided] for app in apps}
+    instances_plot(ax, times, {**series, "free": [f["decision"]["free_after"] for f in decided]})
     ax.legend(loc="upper left", ncol=len(apps) + 1)
-    figures.append(("Instances per app", _svg(fig)))
+    label_x([ax], x)
+    figures.append(("Instances per app", svg(fig)))
 
     fig, axes = plt.subplots(len(apps), 1, figsize=(10, 2.2 * len(apps)), sharex=True, squeeze=False)
     for ax, app in zip(axes[:, 0], apps, strict=True):
@@ -87,14 +113,16 @@ def pool_figures(found: list[dict[str, Any]]) -> list[tuple[str, str]]:
         ax.plot(times, metricals, marker=".", color="#1f3b73")
         ax.set_ylim(0, 100)
         ax.set_ylabel(f"{app}\nmetrical")
+    label_x(list(axes[:, 0]), x)
     figures.append(("Metrical per app, against its policy ranges (red: give up, grey: hold, green: grow)",
-                    _svg(fig)))
+                    svg(fig)))
 
     outcomes = sorted({f["decision"]["outcome"] for f in decided})
     fig, ax = plt.subplots(figsize=(10, 0.5 + 0.4 * len(outcomes)))
     ax.scatter(times, [outcomes.index(f["decision"]["outcome"]) for f in decided], marker="|", s=200)
     ax.set_yticks(range(len(outcomes)), outcomes)
-    figures.append(("Outcomes over time", _svg(fig)))
+    label_x([ax], x)
+    figures.append(("Outcomes over time", svg(fig)))
     return figures
 
 
@@ -114,23 +142,23 @@ def _metrical(found: dict[str, Any], app: str) -> float | None:
     return None
 
 
-def group_figures(found: list[dict[str, Any]]) -> list[tuple[str, str]]:
+def group_figures(found: list[dict[str, Any]], x: XAxis = "time") -> list[tuple[str, str]]:
     """(title, svg): each scheduler's X against its N and M over time."""
     if not found:
         return []
-    times = [_when(f["input"]["timestamp"]) for f in found]
     schedulers = sorted({sid for f in found for sid in f["after"]["schedulers"]})
     if not schedulers:
         return []
     return [("Jobs held per scheduler against N and M",
-             _members(times, found, "schedulers", schedulers, [("X", "X (held)", "-"), ("N", "N (limit)", "--"),
-                                                                ("M", "M (alarm)", ":")], 2.0))]
+             _members(x, found, "schedulers", schedulers, [("X", "X (held)", "-"), ("N", "N (limit)", "--"),
+                                                           ("M", "M (alarm)", ":")], 2.0))]
 
 
-def _members(times: list[datetime], found: list[dict[str, Any]], section: str, names: list[str],
+def _members(x: XAxis, found: list[dict[str, Any]], section: str, names: list[str],
              lines: list[tuple[str, str, str]], height: float) -> str:
     """One plot per member of the state's `section` (schedulers, workers), a step line per (field, label, style)."""
-    plt = _plt()
+    plt = pyplot()
+    times = xs_of(found, x)
     fig, axes = plt.subplots(len(names), 1, figsize=(10, height * len(names)), sharex=True, squeeze=False)
     for ax, name in zip(axes[:, 0], names, strict=True):
         for field, label, style in lines:
@@ -138,19 +166,20 @@ def _members(times: list[datetime], found: list[dict[str, Any]], section: str, n
                     linestyle=style)
         ax.set_ylabel(name)
     axes[0, 0].legend(loc="upper left", ncol=len(lines))
-    return _svg(fig)
+    label_x(list(axes[:, 0]), x)
+    return svg(fig)
 
 
 SHOWN_WORKERS = 12  # a namespace's page plots the workers that ran the most jobs, at most this many
 
 
-def namespace_figures(found: list[dict[str, Any]]) -> list[tuple[str, str]]:
+def namespace_figures(found: list[dict[str, Any]], x: XAxis = "time") -> list[tuple[str, str]]:
     """(title, svg): running against the namespace's cap and pending; each busy worker's running against
     its cap; and the lateness of starts (after the acceptable start, after the expected start)."""
-    plt = _plt()
+    plt = pyplot()
     if not found:
         return []
-    times = [_when(f["input"]["timestamp"]) for f in found]
+    times = xs_of(found, x)
     figures = []
 
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 4.5), sharex=True)
@@ -160,7 +189,8 @@ def namespace_figures(found: list[dict[str, Any]]) -> list[tuple[str, str]]:
     top.legend(loc="upper left", ncol=2)
     bottom.step(times, [f["after"]["pending"] for f in found], where="post", color="#7a5195")
     bottom.set_ylabel("held, not running")
-    figures.append(("Running against the namespace's cap, and jobs held", _svg(fig)))
+    label_x([top, bottom], x)
+    figures.append(("Running against the namespace's cap, and jobs held", svg(fig)))
 
     peak: dict[str, int] = {}
     for f in found:
@@ -169,7 +199,7 @@ def namespace_figures(found: list[dict[str, Any]]) -> list[tuple[str, str]]:
     workers = sorted(sorted(peak), key=lambda name: -peak[name])[:SHOWN_WORKERS]
     if workers:
         figures.append((f"Running per worker against its cap ({len(workers)} of {len(peak)} workers, the busiest)",
-                        _members(times, found, "workers", workers, [("running", "running", "-"),
+                        _members(x, found, "workers", workers, [("running", "running", "-"),
                                                                      ("max", "cap", "--")], 1.8)))
 
     starts = [s for f in found for s in f.get("starts", ())]
@@ -182,24 +212,25 @@ def namespace_figures(found: list[dict[str, Any]]) -> list[tuple[str, str]]:
         delay.set_xlabel("started minus expected start (ms)")
         for ax in (late, delay):
             ax.ticklabel_format(axis="x", useOffset=False, style="plain")
-        figures.append((f"Lateness of {len(starts)} starts", _svg(fig)))
+        figures.append((f"Lateness of {len(starts)} starts", svg(fig)))
     return figures
 
 
-def job_set_figures(found: list[dict[str, Any]]) -> list[tuple[str, str]]:
+def job_set_figures(found: list[dict[str, Any]], x: XAxis = "time") -> list[tuple[str, str]]:
     """(title, svg): which node owned which tasks over time, epoch by epoch; and each epoch's pause, from the
     input that made it to the acknowledgement that released it."""
-    plt = _plt()
+    plt = pyplot()
     epochs = [f for f in found if f.get("plan", {}).get("new_epoch")]
     if not epochs:
         return []
     nodes = sorted({n for f in epochs for n in f["plan"]["ranges"]})
     colours = {n: plt.get_cmap("tab20")(i % 20) for i, n in enumerate(nodes)}
-    ends = [f["input"]["timestamp"] for f in epochs[1:]] + [found[-1]["input"]["timestamp"]]
+    where = dict(zip((id(f) for f in found), xs_of(found, x), strict=True))
+    ends = [where[id(f)] for f in epochs[1:]] + [where[id(found[-1])]]
     fig, ax = plt.subplots(figsize=(10, 4))
     for f, end in zip(epochs, ends, strict=True):
-        start = _when(f["input"]["timestamp"])
-        stop = _when(max(end, f["input"]["timestamp"] + 1))
+        start = where[id(f)]
+        stop = max(end, start + (1 if x == "order" else _when(1) - _when(0)))
         for node, spans in f["plan"]["ranges"].items():
             for first, last in spans:
                 ax.fill_between([start, stop], first - 0.5, last + 0.5, color=colours[node], linewidth=0)
@@ -207,7 +238,8 @@ def job_set_figures(found: list[dict[str, Any]]) -> list[tuple[str, str]]:
         ax.plot([], [], color=colours[node], linewidth=6, label=node)
     ax.set_ylabel("task")
     ax.legend(loc="upper left", ncol=min(len(nodes), 8), fontsize=7)
-    figures = [("Task ranges per node over time (one band per range, epoch by epoch)", _svg(fig))]
+    label_x([ax], x)
+    figures = [("Task ranges per node over time (one band per range, epoch by epoch)", svg(fig))]
 
     released = [f for f in found if f.get("plan", {}).get("released") and f["plan"].get("paused_ms") is not None]
     if released:
@@ -216,7 +248,7 @@ def job_set_figures(found: list[dict[str, Any]]) -> list[tuple[str, str]]:
                color="#ef5675")
         ax.set_xlabel("epoch")
         ax.set_ylabel("ms to release")
-        figures.append(("Pause per epoch: from the change to its last acknowledgement", _svg(fig)))
+        figures.append(("Pause per epoch: from the change to its last acknowledgement", svg(fig)))
     return figures
 
 
@@ -225,7 +257,7 @@ def _table_pool(found: list[dict[str, Any]]) -> Iterable[str]:
            "<th>instances after</th><th>reason</th></tr>")
     for i, f in enumerate(found):
         d = f.get("decision")
-        when = _stamp(f["input"]["timestamp"])
+        when = stamp(f["input"]["timestamp"])
         where = f"{f['input']['topic']}[{f['input']['partition']}]@{f['input']['offset']}"
         if d is None:
             what = f.get("rejected", {}).get("reason_code") or ("justice " + f["justice"]["outcome"]
@@ -247,7 +279,7 @@ def _numbered(found: list[dict[str, Any]], columns: str, cells: Callable[[dict[s
     header's `columns`)."""
     yield f"<table><tr><th>#</th><th>time (UTC)</th>{columns}</tr>"
     for i, f in enumerate(found):
-        yield (f"<tr><td><a href='#explain-{i}'>{i + 1}</a></td><td>{_stamp(f['input']['timestamp'])}</td>"
+        yield (f"<tr><td><a href='#explain-{i}'>{i + 1}</a></td><td>{stamp(f['input']['timestamp'])}</td>"
                f"{cells(f)}</tr>")
     yield "</table>"
 
@@ -306,8 +338,8 @@ FIGURES = {"pool": pool_figures, "group": group_figures, "namespace": namespace_
 TABLES = {"pool": _table_pool, "group": _table_group, "namespace": _table_namespace, "job_set": _table_job_set}
 
 
-def render_page(kind: str, key: str, found: list[dict[str, Any]], span: str) -> str:
-    figures, table = FIGURES[kind](found), TABLES[kind](found)
+def render_page(kind: str, key: str, found: list[dict[str, Any]], span: str, x: XAxis = "time") -> str:
+    figures, table = FIGURES[kind](found, x), TABLES[kind](found)
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>tribunal audit: {kind} "
              f"{html.escape(key)}</title><style>{STYLE}</style></head><body>",
              f"<h1>tribunal audit: {kind} {html.escape(key)}</h1>",

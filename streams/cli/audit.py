@@ -19,8 +19,10 @@ from streams.cli.base import (
     JobSetOption,
     Prefix,
     ToBound,
+    XOption,
     cli,
     dlq_cli,
+    load_policy,
     one_key,
     open_file,
     settings_from,
@@ -246,8 +248,8 @@ def report(output_file: Annotated[Path, typer.Option("--output", "-o", help="The
            pool: Annotated[str | None, typer.Option(help="Pool id")] = None,
            group: Annotated[str | None, typer.Option(help="Scheduler group")] = None,
            namespace: Annotated[str | None, typer.Option(help="Dispatcher namespace")] = None,
-           job_set: JobSetOption = None, start: FromBound = None, end: ToBound = None, bootstrap: Bootstrap = None,
-           topic_prefix: Prefix = None) -> None:
+           job_set: JobSetOption = None, start: FromBound = None, end: ToBound = None, x: XOption = "time",
+           bootstrap: Bootstrap = None, topic_prefix: Prefix = None) -> None:
     """A self-contained HTML audit page: plots over time and every decision with its explanation."""
     from streams.audit.explain import explanations
     from streams.audit.kafka_log import Bound, KafkaLog, within
@@ -267,8 +269,53 @@ def report(output_file: Annotated[Path, typer.Option("--output", "-o", help="The
     found = list(explanations(log, settings, in_range, describe=fold.summary, only=(fold.name, key)))
     span = f"from {start or 'the beginning'} to {end or 'the end'}"
     try:
-        output_file.write_text(render_page(kind, key, found, span))
+        output_file.write_text(render_page(kind, key, found, span, x))
     except OSError as e:
         raise TribunalError(f"cannot write {output_file}: {e.strerror}") from None
     typer.echo(f"wrote {output_file}: {kind} {key}, {len(found)} input records")
 
+
+
+@cli.command("what-if")
+def what_if(pool: Annotated[str, typer.Option(help="The pool to replay")],
+            policy_file: Annotated[Path, typer.Option("--policy", help="The candidate decider policy (YAML or JSON)")],
+            version: Annotated[str | None, typer.Option(help="The candidate's version (a bare seed document's; "
+                                                        "default: a hash of its content)")] = None,
+            input_file: Annotated[Path | None, typer.Option("--input", "-i", help="An exported log (JSON lines, "
+                                                            "as `tribunal export` writes); default: the topics")
+                                  ] = None,
+            start: FromBound = None, end: ToBound = None,
+            html_file: Annotated[Path | None, typer.Option("--html", help="Also write the comparison as a page "
+                                                           "with plots")] = None,
+            as_json: Annotated[bool, typer.Option("--json", help="Print the comparison as JSON")] = False,
+            shown: Annotated[int, typer.Option("--show", min=0, help="Differences printed")] = 10,
+            x: XOption = "time", bootstrap: Bootstrap = None, topic_prefix: Prefix = None) -> None:
+    """Replay a pool's recorded inputs under a candidate policy and compare with what was decided. Writes nothing
+    to the broker."""
+    from schemas.policy import DeciderPolicy
+    from streams.audit.kafka_log import Bound, KafkaLog, within
+    from streams.audit.progress import LazyProgress
+    from streams.audit.whatif import compare, render_html, render_text
+    from streams.replay import records_of
+
+    candidate = load_policy(policy_file, version)
+    if not isinstance(candidate, DeciderPolicy):
+        raise TribunalError(f"{policy_file}: what-if replays decider policies; this one is {candidate.kind}")
+    settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
+    first, last = Bound.parse(start), Bound.parse(end)
+    if input_file is None:
+        with LazyProgress("reading the log") as bar:
+            records = KafkaLog.read(settings, bar.advance).ordered()
+    else:
+        with open_file(input_file, "rb") as source:
+            records = list(records_of(source))
+    comparison = compare(records, pool, candidate, settings.topic_prefix, within(first, last),
+                         last.time_ms if last is not None else None)
+    if not comparison.inputs:
+        raise TribunalError(f"no input of pool {pool!r} in the range")
+    if html_file is not None:
+        try:
+            html_file.write_text(render_html(comparison, x))
+        except OSError as e:
+            raise TribunalError(f"cannot write {html_file}: {e.strerror}") from None
+    typer.echo(json.dumps(comparison.summary(), indent=2) if as_json else render_text(comparison, shown))

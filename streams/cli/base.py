@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -78,6 +78,8 @@ FromBound = Annotated[str | None, typer.Option("--from", help="First record: an 
                                                "time, e.g. 2026-11-22T14:02:00Z")]
 ToBound = Annotated[str | None, typer.Option("--to", help="Stop before this offset or time")]
 JobSetOption = Annotated[str | None, typer.Option("--job-set", help="Shard job set")]
+XOption = Annotated[Literal["time", "order"], typer.Option(
+    "--x", help="The plots' x axis: time (of day, UTC), or input order (a burst of reports reads as a sequence)")]
 Web = Annotated[str | None, typer.Option(help="Worker web endpoint host:port (default "
                                          "$TRIBUNAL_WEB_HOST:$TRIBUNAL_WEB_PORT)")]
 
@@ -143,3 +145,15 @@ def serve_until_stopped(run: Callable[[], Awaitable[None]], stop_service: Callab
             await task
 
     serve(until)
+
+
+def load_policy(file: Path, version: str | None, capacity: int | None = None) -> Any:
+    """The validated policy in `file`, or every problem on stderr and exit status 1."""
+    from streams.policy_files import PolicyInvalid, load
+
+    try:
+        return load(file, version, capacity)
+    except PolicyInvalid as e:
+        for problem in e.problems:
+            typer.echo(f"{file}: {problem}", err=True)
+        raise typer.Exit(1) from None

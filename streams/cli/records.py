@@ -17,6 +17,7 @@ from streams.cli.base import (
     Prefix,
     Web,
     cli,
+    load_policy,
     one_key,
     policy_cli,
     settings_from,
@@ -98,19 +99,7 @@ def policy_validate(file: Annotated[Path, typer.Argument(help="Policy file: a re
     """Print every error at once, or a one-line summary of a valid policy."""
     from streams.policy_files import summary
 
-    typer.echo(summary(_load_policy(file, version, capacity)))
-
-
-def _load_policy(file: Path, version: str | None, capacity: int | None) -> Any:
-    """The validated policy in `file`, or every problem on stderr and exit status 1."""
-    from streams.policy_files import PolicyInvalid, load
-
-    try:
-        return load(file, version, capacity)
-    except PolicyInvalid as e:
-        for problem in e.problems:
-            typer.echo(f"{file}: {problem}", err=True)
-        raise typer.Exit(1) from None
+    typer.echo(summary(load_policy(file, version, capacity)))
 
 
 @policy_cli.command("apply")
@@ -122,7 +111,7 @@ def policy_apply(file: Annotated[Path, typer.Argument(help="Policy file: a recor
     """Validate a policy, then publish it to `policies` for one pool (it applies to later records)."""
     from streams.io import produce
 
-    policy = _load_policy(file, version, capacity)
+    policy = load_policy(file, version, capacity)
     settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
     topic = settings.topic("policies")
     partition, offset = produce(settings, topic, pool.encode(), policy.model_dump_json().encode())
