@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
+from streams.audit.whatif import substance
 from streams.io import envelope
-from streams.replay import export_row
+from streams.replay import export_row, records_of
 from streams.worker.routing import partition_for
 from tests.core.pools.builders import app
 from tests.helpers import Worker, produce_all, produce_while_killing, read_committed, tribunal
@@ -93,6 +94,31 @@ def test_sigkill_loses_and_duplicates_no_decision(kafka: str, unique: str, worke
     # And the audit's own check, straight from the topics: every recorded output re-derived.
     verified = tribunal("replay", "--from-kafka", "--verify", env=worker_env)
     assert f"verified: {expected} output records of {expected} input records agree" in verified.stdout, context
+
+    # What-if over this log: the policy in force differs nowhere; a changed one exactly where a replay of the
+    # export with that pool's policy record edited does.
+    pool = "pool-03"
+    for name, document in (("same", pool_policy(3)), ("changed", {**pool_policy(3), "capacity": 20})):
+        (tmp_path / f"{name}.json").write_text(json.dumps(document))
+    same = json.loads(tribunal("what-if", "--pool", pool, "--policy", str(tmp_path / "same.json"), "--json",
+                               env=worker_env).stdout)
+    assert same["differ"] == 0 and same["inputs"] == sum(d["pool"] == pool for d in got), context
+    changed = json.loads(tribunal("what-if", "--pool", pool, "--policy", str(tmp_path / "changed.json"), "--json",
+                                  env=worker_env).stdout)
+    edited = tmp_path / "edited.jsonl"
+    with edited.open("w") as out:
+        for r in records_of(log.read_text().splitlines()):
+            if r.topic == p + "policies" and r.key == pool.encode():
+                r = r._replace(value=json.dumps({**pool_policy(3), "capacity": 20}).encode())
+            out.write(json.dumps(export_row(r.topic, r.partition, r.offset, r.timestamp, r.key, r.value)) + "\n")
+    tribunal("replay", "--input", str(edited), "--output", str(tmp_path / "edited-out.jsonl"), "--topic-prefix", p)
+    theirs = {(d["cause"]["topic"], d["cause"]["offset"]): d for d in (
+        json.loads(line)["value"] for line in (tmp_path / "edited-out.jsonl").read_text().splitlines())
+        if d["pool"] == pool}
+    differ = sorted(k for k, d in theirs.items() if substance(d) != substance(
+        next(g for g in got if (g["cause"]["topic"], g["cause"]["offset"]) == k)))
+    assert sorted((d["input"].rsplit("[", 1)[0], int(d["input"].rsplit("@", 1)[1]))
+                  for d in changed["differences"]) == differ and differ, context
 
 
 def test_sigkill_while_records_are_forwarded_loses_and_duplicates_nothing(kafka: str, unique: str, worker: Worker,

@@ -15,7 +15,7 @@ import pytest
 from streams.io import envelope
 from tests.core.pools.builders import seed_policy
 from tests.core.pools.test_justice import justice_policy
-from tests.helpers import Worker, end_offsets, produce_all, read_committed, tribunal
+from tests.helpers import Service, Worker, end_offsets, produce_all, read_committed, tribunal
 
 pytestmark = pytest.mark.integration
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -131,3 +131,26 @@ def test_malformed_records_of_every_kind_go_to_the_dlq_and_the_worker_lives(
     lag = {(s.labels["topic"], s.labels["partition"]): s.value for s in families["tribunal_consumer_lag"].samples}
     decider = {k: v for k, v in lag.items() if k[0] == p + "plugin_decider"}
     assert len(decider) == 4 and set(decider.values()) == {0.0}, lag  # every input decided and committed
+
+
+def test_a_ticked_pool_handles_an_app_that_stopped_reporting(kafka: str, zookeeper: str, unique: str,
+                                                              worker: Worker, worker_env: dict[str, str],
+                                                              tmp_path: Path) -> None:
+    """`tribunal ticker --pool` moves a silent pool's clock: its stale app is handled as its policy says."""
+    policy = {**seed_policy(), "version": "stale", "apps": [
+        {**seed_policy()["apps"][0], "stale_after_s": 2, "on_stale": "idle"}, seed_policy()["apps"][1]]}
+    document = tmp_path / "stale.json"
+    document.write_text(json.dumps(policy))
+    tribunal("policy", "apply", str(document), "--pool", "pool-s", env=worker_env)
+    env = {**worker_env, "ZOOKEEPER_HOSTS": zookeeper}
+    clock = Service(env, tmp_path / "ticker.log", "ticker", "--root", f"/{unique}", "--pool", "pool-s",
+                    "--pool-interval-ms", "300")
+    clock.start()
+    try:
+        policy_decision, stale = decisions(kafka, unique, 2)
+    finally:
+        clock.stop()
+    assert policy_decision["outcome"] == "policy"
+    assert stale["trigger"] == {"kind": "stale", "app": "ats", "metrical": None, "capacity": None}, clock.log()
+    assert stale["reason_code"] == "stale_metric" and stale["stale"]["on_stale"] == "idle"
+    assert stale["cause"]["topic"] == f"{unique}.cluster-events" and stale["stale"]["silent_s"] >= 2
