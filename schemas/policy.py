@@ -82,7 +82,8 @@ class FallbackMetrical(_Seed):
 
 
 OnStale = Literal["hold", "idle"] | FallbackMetrical
-Seconds = Annotated[float, Field(gt=0, le=7 * 24 * 3600)]
+Seconds = Annotated[float, Field(ge=0.001, le=7 * 24 * 3600)]  # event time is counted in milliseconds
+Window = Annotated[float, Field(ge=0.001, le=3600)]  # HPA's longest stabilization window
 
 
 class AppPolicy(_Seed):
@@ -97,10 +98,10 @@ class AppPolicy(_Seed):
     MaxNum: int | None = Field(default=None, ge=0)
     release: Literal["lazy", "eager"] = "lazy"
     Spec: list[SpecRange]
-    scale_down_stabilization_s: Seconds | None = Field(default=None, description=(
+    scale_down_stabilization_s: Window | None = Field(default=None, description=(
         "Give instances up only when every report of the last this many seconds would, and then the "
         "smallest give-up among them"))
-    scale_up_stabilization_s: Seconds | None = Field(default=None, description=(
+    scale_up_stabilization_s: Window | None = Field(default=None, description=(
         "Grow only when every report of the last this many seconds would, and then by the smallest growth "
         "among them"))
     stale_after_s: Seconds | None = Field(default=None, description=(
@@ -144,8 +145,8 @@ class DeciderPolicy(Bounded):
     initial: dict[str, int] = Field(default_factory=dict)
     apps: list[AppPolicy] = Field(min_length=1)
     observe_only: bool = Field(default=False, description=(
-        "Compute and write decisions (mode: observe) but never change the pool's instances: a new policy "
-        "run beside the one in force"))
+        "Compute and write decisions (mode: observe) but never change the pool's instances: a candidate "
+        "policy on a second pool key, fed the same reports and observed instances as the pool in force"))
     max_moves_per_decision: int | None = Field(default=None, ge=1, description=(
         "At most this many instances move in one decision (growth, release); evictions are not capped"))
     preempted_cooldown_s: Seconds | None = Field(default=None, description=(
@@ -243,3 +244,22 @@ class JusticePolicy(Bounded):
 
 
 PolicyRecord = Annotated[DeciderPolicy | JusticePolicy, Field(discriminator="kind")]
+
+
+POOL_OPTIONS = ("observe_only", "max_moves_per_decision", "preempted_cooldown_s")
+APP_OPTIONS = ("scale_down_stabilization_s", "scale_up_stabilization_s", "stale_after_s", "on_stale")
+
+
+def published(policy: DeciderPolicy | JusticePolicy) -> dict[str, Any]:
+    """The record as written to `policies` and the changelog: the options beyond the seed only where set, so a
+    policy without them reads as before they existed (and a worker of that time still accepts it)."""
+    data = policy.model_dump(mode="json", by_alias=False)
+    if isinstance(policy, DeciderPolicy):
+        for key in POOL_OPTIONS:
+            if data[key] in (None, False):
+                del data[key]
+        for app in data["apps"]:
+            for key in APP_OPTIONS:
+                if app[key] is None:
+                    del app[key]
+    return data

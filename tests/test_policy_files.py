@@ -123,12 +123,12 @@ def test_bad_optional_fields_are_named_all_at_once() -> None:
     problems = _problems({**seed_policy(), "apps": [bad, worse], "max_moves_per_decision": 0,
                           "preempted_cooldown_s": -1, "observe_only": "maybe"})
     assert problems == [
-        "apps[0] (ats).scale_down_stabilization_s: Input should be greater than 0",
+        "apps[0] (ats).scale_down_stabilization_s: Input should be greater than or equal to 0.001",
         "apps[0] (ats).on_stale: on_stale must be hold, idle or {fallback_metrical: N} with N in [0, 100], "
         "not 'later'",
         "apps[1] (hadoop): app 'hadoop': on_stale needs stale_after_s (how long without a report makes the app "
         "stale)",
         "observe_only: Input should be a valid boolean, unable to interpret input",
         "max_moves_per_decision: Input should be greater than or equal to 1",
-        "preempted_cooldown_s: Input should be greater than 0",
+        "preempted_cooldown_s: Input should be greater than or equal to 0.001",
     ]

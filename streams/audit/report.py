@@ -55,7 +55,7 @@ def label_x(axes: list[Any], x: XAxis) -> None:
     for ax in axes:
         if x == "time":
             ax.xaxis.set_major_formatter(DateFormatter("%H:%M:%S", tz=UTC))
-    axes[-1].set_xlabel("time of day (UTC)" if x == "time" else "input order (1 = the first input of the range)")
+    axes[-1].set_xlabel("time of day (UTC)" if x == "time" else "order (1, 2, ...: the inputs plotted, in order)")
 
 
 def instances_plot(ax: Any, xs: list[Any], series: Mapping[str, list[int]], style: str = "-",

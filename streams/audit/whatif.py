@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from schemas.policy import DeciderPolicy
+from schemas.policy import DeciderPolicy, published
 from streams.audit.report import STYLE, XAxis, instances_plot, label_x, pyplot, stamp, svg, xs_of
 from streams.core.folds import POOLS, route
 from streams.core.pools import POLICIES, SCALING_DECISIONS, PoolState, apply, decider
@@ -62,8 +62,8 @@ class Run:
         return sum(d["requested"] - d["granted"] for ds in self.decisions for d in ds)
 
     def flaps(self) -> dict[str, int]:
-        """Per app, how often its instances turned (grew after shrinking, or shrank after growing) within a
-        minute of the turn before."""
+        """Per app, how often its instances turned: grew less than a minute after they last shrank, or shrank
+        less than a minute after they last grew."""
         out: dict[str, int] = {}
         last: dict[str, tuple[int, int]] = {}  # app -> (time, sign) of its last change
         previous = self.start
@@ -138,7 +138,7 @@ def _replay(records: list[tuple[SourceRecord, str]], in_range: Callable[[SourceR
     it stands from the range's first input on."""
     run, state, switched = Run(), PoolState(), False
     inputs: list[SourceRecord] = []
-    as_record = candidate.model_dump_json().encode() if candidate is not None else b""
+    as_record = orjson.dumps(published(candidate)) if candidate is not None else b""
     for record, logical in records:
         counted = in_range(record)
         if counted and not inputs:
@@ -154,7 +154,8 @@ def _replay(records: list[tuple[SourceRecord, str]], in_range: Callable[[SourceR
             inputs.append(record)
             run.decisions.append([orjson.loads(o.value_bytes()) for o in outputs if o.stream == SCALING_DECISIONS])
             run.instances.append(_instances(state))
-            run.times.append(record.timestamp)
+            # applied order is not event-time order across partitions: a clock that never runs back
+            run.times.append(max(record.timestamp, run.times[-1]) if run.times else record.timestamp)
     return run, inputs
 
 

@@ -109,12 +109,15 @@ def policy_apply(file: Annotated[Path, typer.Argument(help="Policy file: a recor
                  capacity: Annotated[int | None, typer.Option(help="Pool capacity")] = None,
                  bootstrap: Bootstrap = None, topic_prefix: Prefix = None) -> None:
     """Validate a policy, then publish it to `policies` for one pool (it applies to later records)."""
+    import orjson
+
+    from schemas.policy import published
     from streams.io import produce
 
     policy = load_policy(file, version, capacity)
     settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
     topic = settings.topic("policies")
-    partition, offset = produce(settings, topic, pool.encode(), policy.model_dump_json().encode())
+    partition, offset = produce(settings, topic, pool.encode(), orjson.dumps(published(policy)))
     typer.echo(f"applied {policy.kind} policy {policy.version} to pool {pool}: {topic}[{partition}]@{offset}")
 
 

@@ -140,5 +140,5 @@ def test_plots_label_time_as_time_of_day_or_by_input_order() -> None:
     assert ax.get_xlabel() == "time of day (UTC)"
     _, ax = plt.subplots()
     label_x([ax], "order")
-    assert ax.get_xlabel().startswith("input order")
+    assert ax.get_xlabel().startswith("order (1, 2, ...")
     plt.close("all")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from schemas.policy import DeciderPolicy, JusticePolicy
+from schemas.policy import DeciderPolicy, JusticePolicy, published
 from streams.core.pools import decider, justice
 from streams.core.pools.fold import PoolState
 from streams.core.pools.timing import Timing
@@ -20,9 +20,9 @@ from streams.core.pools.timing import Timing
 def dump_policies(state: PoolState) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if state.decider is not None and state.decider.policy.source is not None:
-        out["decider"] = state.decider.policy.source.model_dump(mode="json")
+        out["decider"] = published(state.decider.policy.source)
     if state.justice is not None and state.justice.policy.source is not None:
-        out["justice"] = state.justice.policy.source.model_dump(mode="json", by_alias=False)
+        out["justice"] = published(state.justice.policy.source)
     return out
 
 
@@ -35,7 +35,8 @@ def dump_state(state: PoolState) -> dict[str, Any]:
         if d.timing is not None:
             t = d.timing
             out["decider"]["timing"] = {
-                "now": t.now, "reported": dict(t.reported), "numbers": dict(t.numbers), "stale": sorted(t.stale),
+                "now": t.now, "started": dict(t.started), "reported": dict(t.reported), "numbers": dict(t.numbers),
+                "stale": sorted(t.stale),
                 "preempted": dict(t.preempted), "reports": {k: [list(r) for r in v] for k, v in t.reports.items()}}
     if state.justice is not None:
         out["justice"] = {"version": state.justice.policy.version, "targets": dict(state.justice.targets)}
@@ -61,7 +62,8 @@ def load(state: Mapping[str, Any] | None, policies: Mapping[str, Any] | None = N
         s = state["decider"]
         t = s.get("timing")
         timing = None if t is None else Timing(
-            now=int(t["now"]), reported={k: int(v) for k, v in t["reported"].items()},
+            now=int(t["now"]), started={k: int(v) for k, v in t["started"].items()},
+            reported={k: int(v) for k, v in t["reported"].items()},
             reports={k: tuple((int(at), int(n)) for at, n in v) for k, v in t["reports"].items()},
             numbers={k: int(v) for k, v in t["numbers"].items()}, stale=frozenset(t["stale"]),
             preempted={k: int(v) for k, v in t["preempted"].items()})

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 from schemas.decisions import Outcome, Round
 from schemas.policy import METRICAL_MAX, AppPolicy, DeciderPolicy, FallbackMetrical
 from streams.core.pools.ranges import in_range
-from streams.core.pools.timing import GIVE_ALL, Timing, stabilized, went_stale, within
+from streams.core.pools.timing import GIVE_ALL, Timing, reported, stabilized, went_stale
 
 NEUTRAL = 50.0  # the metrical every app starts at, and a donor is reset to (SPEC §2)
 FREE = "free"
@@ -227,17 +227,21 @@ def adopt(state: DeciderState | None, policy: DeciderPolicy, at: int = 0) -> tup
 
 def _timing(policy: CompiledPolicy, before: Timing | None, metricals: Mapping[str, float], at: int
             ) -> Timing | None:
-    """A timed policy's `Timing` as it starts: apps it kept keep their report times, stale marks and
-    cool-downs; new apps count as reported when the policy applied."""
+    """A timed policy's `Timing` as it starts: apps it kept keep their report times and cool-downs; new apps
+    are heard of when the policy applied. Windows start empty under the new ranges, so an app with a window
+    gives nothing up and asks nothing until it reports; an app still silent is handled by the new version's
+    `on_stale` at the next tick (with its own decision)."""
     if not policy.timed:
         return None
     keys = [r.key for r in policy.rules]
     now = max(at, before.now) if before is not None else at
-    old = before or Timing(now, {}, {}, {})
-    return Timing(now=now, reported={k: old.reported.get(k, now) for k in keys}, reports={},
-                  numbers={k: policy.by_key[k].number(metricals[k]) for k in keys},
-                  stale=frozenset(k for k in old.stale if k in policy.by_key),
-                  preempted={k: t for k, t in old.preempted.items() if k in policy.by_key})
+    old = before or Timing(now, {}, {}, {}, {})
+    rules = policy.by_key
+    return Timing(now=now, started={k: old.started.get(k, now) for k in keys},
+                  reported={k: t for k, t in old.reported.items() if k in rules}, reports={},
+                  numbers={k: 0 if rules[k].up_ms or rules[k].down_ms else rules[k].number(metricals[k])
+                           for k in keys},
+                  preempted={k: t for k, t in old.preempted.items() if k in rules})
 
 
 def set_capacity(state: DeciderState, capacity: int) -> tuple[DeciderState, Verdict]:
@@ -327,7 +331,7 @@ def on_report(state: DeciderState, app_key: str, metrical: float, at: int) -> tu
     reports = timing.reports
     window = None
     if longest:
-        kept = (*within(reports.get(app_key, ()), at, longest), (at, raw))
+        kept = reported(reports.get(app_key, ()), at, raw, longest)
         reports = {**reports, app_key: kept}
         window = stabilized(kept, raw, rule.up_ms, rule.down_ms)
     number = raw if window is None else window.applied
@@ -373,7 +377,7 @@ def _go_stale(state: DeciderState, rule: AppRule, now: int) -> tuple[DeciderStat
     """`rule`'s app has not reported for its stale_after_s: handled as its `on_stale` says, until it reports."""
     timing = state.timing
     assert timing is not None and rule.stale_ms is not None
-    silent = (now - timing.reported[rule.key]) / 1000
+    silent = (now - timing.heard(rule.key)) / 1000
     head = f"{rule.name}: no report for {silent:g} s (stale_after_s {rule.stale_ms / 1000:g})"
     shaped = {"stale": {"app": rule.name, "silent_s": silent, "stale_after_s": rule.stale_ms / 1000,
                         "on_stale": rule.on_stale, "fallback_metrical": rule.fallback}}
@@ -447,10 +451,6 @@ class _Grant:
         self.need -= count
         self.moves.append(_move(FREE if donor is None else donor.name, me.name, count, round_))
 
-    def number(self, rule: AppRule) -> int:
-        """The Number `rule`'s app stands at: its metrical's, or as its windows and staleness set it."""
-        return rule.number(self.metricals[rule.key]) if self.timing is None else self.timing.numbers[rule.key]
-
 
 def _grow(state: DeciderState, rule: AppRule, metrical: float, metricals: dict[str, float],
           idle: frozenset[str], number: int) -> tuple[DeciderState, Verdict]:
@@ -492,11 +492,13 @@ def _from_idle(state: DeciderState, grant: _Grant) -> None:
     An idle app's Number is negative: it offers min(-Number, instances - MinNum), and a donor's
     metrical is reset to neutral (SPEC §2)."""
     by_key, instances, metricals, me = state.policy.by_key, grant.instances, grant.metricals, grant.rule
+    numbers = grant.timing.numbers if grant.timing is not None else None  # as stabilized, under a timed policy
     offers = {}
     for k in grant.idle:
         if k != me.key:
             donor = by_key[k]
-            offer = min(-grant.number(donor), instances[k] - donor.min_num)
+            number = donor.number(metricals[k]) if numbers is None else numbers[k]
+            offer = min(-number, instances[k] - donor.min_num)
             if offer > 0:
                 offers[k] = offer
     given = []

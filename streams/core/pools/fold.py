@@ -114,10 +114,12 @@ def _cluster(state: PoolState, record: SourceRecord, pool: str) -> tuple[PoolSta
     assert isinstance(event, PoolCapacitySet | InstancesObserved | PoolTick)
     if event.pool is not None and (event.pool != pool or (bool(record.key) and record_key(record) != pool)):
         raise Rejected("pool_mismatch", f"event names pool {event.pool!r} but its key is {record_key(record)!r}")
-    current = _decider_of(state, pool)
-    if isinstance(event, PoolTick):
-        state, current, emits = _advance(state, record, pool, current, event.now)
+    if isinstance(event, PoolTick):  # the clock: nothing to do before a decider policy, nor under an untimed one
+        if state.decider is None or state.decider.timing is None:
+            return state, []
+        state, current, emits = _advance(state, record, pool, state.decider, event.now)
         return state._replace(decider=current), emits
+    current = _decider_of(state, pool)
     state, current, emits = _advance(state, record, pool, current, record.timestamp)
     if isinstance(event, PoolCapacitySet):
         new, verdict = decider.set_capacity(current, event.capacity)
@@ -170,8 +172,8 @@ def _decider_metric(state: PoolState, record: SourceRecord, pool: str) -> tuple[
     if current.timing is None:
         new, verdict = decider.on_metric(current, key, metrical)
         return _decision(state, new, record, pool, trigger, verdict, current)
-    last = current.timing.reported[key]
-    if record.timestamp < last:
+    last = current.timing.reported.get(key)
+    if last is not None and record.timestamp < last:
         raise Rejected("out_of_order", f"app {app!r} reported at {record.timestamp}, before its last report "
                                        f"applied ({last}): reports are applied in event time")
     state, current, emits = _advance(state, record, pool, current, record.timestamp, fresh=key)
@@ -201,10 +203,10 @@ def _decision(state: PoolState, current: decider.DeciderState, record: SourceRec
         "capacity": current.capacity, "free": current.free, "scores": verdict.scores,
         "reason_code": verdict.reason_code, "reason": verdict.reason,
     }
-    if verdict.shaped:
-        out.update(verdict.shaped)
     if observing:
         out["mode"] = "observe"
+    if verdict.shaped:
+        out.update(verdict.shaped)
     return state, [Emit(SCALING_DECISIONS, pool, out)]
 
 

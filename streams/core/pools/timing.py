@@ -12,17 +12,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import NamedTuple
 
-Report = tuple[int, int]  # (event time in ms, the Number its metrical maps to)
+Report = tuple[int, int]  # (event time in ms of the last of a run of reports with the same Number, that Number)
 GIVE_ALL = -(1 << 53)  # the Number of an app handled as idle while stale: it offers everything above MinNum
 
 
 class Timing(NamedTuple):
     now: int  # the pool's clock: the latest event time of its records, ms
-    reported: Mapping[str, int]  # app -> event time of its last applied report (its policy's start before one)
-    reports: Mapping[str, tuple[Report, ...]]  # app -> its reports within its longest window, oldest first
+    started: Mapping[str, int]  # app -> event time its policy took it on: silence counts from here before a report
+    reported: Mapping[str, int]  # app -> event time of its last applied report (none before its first)
+    reports: Mapping[str, tuple[Report, ...]]  # app -> its reports within its longest window, oldest first, runs
+    # of equal Numbers kept as their last (a run's last report in the window puts its Number in the window)
     numbers: Mapping[str, int]  # app -> the Number it stands at after stabilization and stale handling
     stale: frozenset[str] = frozenset()  # apps handled by `on_stale` until they report again
     preempted: Mapping[str, int] = {}  # app -> event time it was last preempted
+
+    def heard(self, app: str) -> int:
+        """When `app` was last heard of: its last report, else when its policy took it on."""
+        return self.reported.get(app, self.started[app])
 
 
 class Window(NamedTuple):
@@ -42,6 +48,15 @@ class Window(NamedTuple):
 def within(reports: tuple[Report, ...], at: int, window_ms: int) -> tuple[Report, ...]:
     """The reports of the window that ends at `at`: later than `at - window_ms`."""
     return tuple(r for r in reports if r[0] > at - window_ms)
+
+
+def reported(reports: tuple[Report, ...], at: int, number: int, window_ms: int) -> tuple[Report, ...]:
+    """The app's reports after one at `at` standing at `number`: those of the window, the new one last (a run
+    of the same Number kept as its latest, so a steady app's window holds one entry however long it is)."""
+    kept = within(reports, at, window_ms)
+    if kept and kept[-1][1] == number:
+        kept = kept[:-1]
+    return (*kept, (at, number))
 
 
 def stabilized(reports: tuple[Report, ...], raw: int, up_ms: int, down_ms: int) -> Window | None:
@@ -67,4 +82,4 @@ def went_stale(timing: Timing, stale_ms: Mapping[str, int], now: int, fresh: str
     """Apps (sorted) whose last report is at least their `stale_after` older than `now` and that are not yet
     handled as stale; `fresh` (the app reporting at `now`) never."""
     return [k for k, limit in sorted(stale_ms.items())
-            if k != fresh and k not in timing.stale and now - timing.reported[k] >= limit]
+            if k != fresh and k not in timing.stale and now - timing.heard(k) >= limit]

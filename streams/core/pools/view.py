@@ -34,10 +34,13 @@ def describe(pool_id: str, state: PoolState) -> dict[str, Any]:
 def explain(before: PoolState, outputs: list[dict[str, Any]]) -> dict[str, Any]:
     """A decision's rounds and the trigger's ranges, or a justice outcome's rule: what `explain` shows."""
     out: dict[str, Any] = {}
+    decisions = [_decision(output, before) for output in outputs if output["type"] == "ScalingDecision"]
+    if decisions:
+        out["decision"] = decisions[-1]  # the record's own; before it, those of apps it found stale
+        if len(decisions) > 1:
+            out["stale_decisions"] = decisions[:-1]
     for output in outputs:
-        if output["type"] == "ScalingDecision":
-            out["decision"] = _decision(output, before)
-        elif output["type"] == "JusticeOutcome":
+        if output["type"] == "JusticeOutcome":
             out["justice"] = {k: output[k] for k in ("policy_version", "driver", "metrical", "outcome", "rule",
                                                      "targets", "deltas", "reason")}
     return out
@@ -72,6 +75,8 @@ def _decision(decision: Mapping[str, Any], before: PoolState) -> dict[str, Any]:
 def render(found: Mapping[str, Any]) -> list[str]:
     """`explain`'s text for a pool record: the decision's rounds, or the justice outcome."""
     lines: list[str] = []
+    for earlier in found.get("stale_decisions", ()):
+        lines += _render_decision(earlier, {}, {})
     d = found.get("decision")
     if d is not None:
         lines += _render_decision(d, found["before"], found["after"])

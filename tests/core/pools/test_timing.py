@@ -118,6 +118,8 @@ def test_a_stale_app_held_idle_or_at_its_fallback_is_handled_as_configured_and_s
 
 def test_a_report_older_than_its_apps_last_is_dead_lettered_out_of_order() -> None:
     log = started(policy(web(stale_after_s=60)))
+    early = decisions(log.metric("web", 50, at=T0 - 2_000))  # its first report may predate the policy record
+    assert early[0]["outcome"] == "steady"
     log.metric("web", 50, at=T0 + 10_000)
     [late] = log.metric("web", 90, at=T0 + 5_000)
     assert late.stream == "dlq" and json.loads(late.value_bytes())["reason_code"] == "out_of_order"
@@ -185,3 +187,39 @@ def test_with_stabilization_no_app_changes_direction_twice_within_its_window(
     for changes in turns.values():
         for (t1, _), _, (t3, _) in zip(changes, changes[1:], changes[2:], strict=False):
             assert t3 - t1 >= window_s * 1000, changes
+
+
+def test_a_tick_before_a_policy_or_under_an_untimed_one_is_taken_silently() -> None:
+    log = Log()
+    assert log.event({"type": "Tick", "pool": "pool-a", "now": T0}, at=T0) == []  # no `no_policy` dead letter
+    log.policy(policy(web()), at=T0)
+    assert log.event({"type": "Tick", "pool": "pool-a", "now": T0 + 10**6}, at=T0 + 10**6) == []
+
+
+def test_a_new_policy_version_hands_a_still_silent_app_to_its_own_on_stale() -> None:
+    log = started(policy(web(), batch(stale_after_s=10)))
+    [held] = decisions(log.event({"type": "Tick", "pool": "pool-a", "now": T0 + 11_000}, at=T0 + 11_000))
+    assert held["stale"]["on_stale"] == "hold"
+    log.policy({**policy(web(), batch(stale_after_s=10, on_stale="idle")), "version": "v2"}, at=T0 + 12_000)
+    [idle] = decisions(log.event({"type": "Tick", "pool": "pool-a", "now": T0 + 13_000}, at=T0 + 13_000))
+    assert idle["stale"]["on_stale"] == "idle" and idle["stale"]["silent_s"] == 13  # silent since the start
+
+
+def test_a_steady_apps_window_keeps_one_entry_however_many_reports() -> None:
+    log = started(policy(web(scale_down_stabilization_s=3600)))
+    for i in range(50):
+        log.metric("web", 50, at=T0 + i * 1000)
+    log.metric("web", 30, at=T0 + 60_000)
+    timing = log.state.decider.timing  # type: ignore[union-attr]
+    assert timing is not None and timing.reports["web"] == ((T0 + 49_000, 0), (T0 + 60_000, -2))
+
+
+def test_published_policies_name_the_options_only_where_set() -> None:
+    from schemas.policy import DeciderPolicy, published
+
+    plain = published(DeciderPolicy.model_validate(policy(web(), batch())))
+    assert "observe_only" not in plain and all("on_stale" not in a for a in plain["apps"])
+    assert DeciderPolicy.model_validate(plain) == DeciderPolicy.model_validate(policy(web(), batch()))
+    timed = published(DeciderPolicy.model_validate(policy(web(stale_after_s=5), batch(), observe_only=True)))
+    assert timed["observe_only"] is True and timed["apps"][0]["stale_after_s"] == 5
+    assert "stale_after_s" not in timed["apps"][1]

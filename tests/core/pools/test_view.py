@@ -31,3 +31,14 @@ def test_explain_names_the_stale_app_and_how_it_was_handled() -> None:
     lines = explained(log.event({"type": "Tick", "pool": "pool-a", "now": T0 + 40_000}, at=T0 + 40_000), before)
     assert "stale   batch: no report for 40 s, stale_after_s 30: handled as if it reported 80" in lines, lines
     assert any(line.startswith("mode    observe-only") for line in lines)
+
+
+def test_explain_shows_every_decision_of_a_record_the_stale_ones_first() -> None:
+    log = started(policy(web(), batch(stale_after_s=30)))
+    before = log.state
+    outputs = [json.loads(out.value_bytes()) for out in log.metric("web", 90, at=T0 + 31_000)]
+    found = view.explain(before, outputs)  # type: ignore[arg-type]
+    assert [d["trigger"]["kind"] for d in found["stale_decisions"]] == ["stale"]
+    assert found["decision"]["trigger"]["kind"] == "metric"
+    lines = view.render({**found, "before": {}, "after": {}})
+    assert lines[0] == "decision seq 2, policy v1: batch went stale" and any("web reports 90" in x for x in lines)
