@@ -45,7 +45,8 @@ class Stabilization(Record):
     window_s: float
     raw_number: int
     applied_number: int
-    reports: list[tuple[int, int]] = Field(description="(event time in ms, Number) of the window's reports")
+    reports: list[tuple[int, int]] = Field(description=(
+        "The window's reports as (event time in ms, Number), a run of reports with the same Number as its last"))
 
 
 class StaleHandling(Record):

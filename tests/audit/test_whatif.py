@@ -142,3 +142,16 @@ def test_plots_label_time_as_time_of_day_or_by_input_order() -> None:
     label_x([ax], "order")
     assert ax.get_xlabel().startswith("order (1, 2, ...")
     plt.close("all")
+
+
+def test_the_clock_of_a_what_if_never_runs_back() -> None:
+    """Applied order is not event-time order across topics: an event stamped before the report applied ahead
+    of it must not count negative time."""
+    policy = in_force()
+    log = [SourceRecord("policies", 0, 0, T0, b"pool-a", json.dumps(policy).encode()),
+           SourceRecord("plugin_decider", 0, 0, T0 + 3_600_000, b"pool-a", envelope("ats", 90, "plugin_decider")),
+           SourceRecord("cluster-events", 0, 0, T0 + 1_800_000, b"pool-a",
+                        json.dumps({"type": "PoolCapacitySet", "capacity": 30}).encode())]
+    run = compare(log, "pool-a", DeciderPolicy.model_validate(policy)).in_force
+    assert run.times == [T0, T0 + 3_600_000, T0 + 3_600_000]
+    assert run.instance_hours(T0 + 3_600_000) == {"ats": 5.0, "hadoop": 5.0, "redis": 4.0, "spark": 4.0}

@@ -350,10 +350,10 @@ def on_report(state: DeciderState, app_key: str, metrical: float, at: int) -> tu
         would = "gives up" if raw < 0 else "grows"
         return new, verdict._replace(reason_code="stabilized", shaped=shaped, reason=(
             f"{rule.name} at {metrical:g} maps to Number {raw:+d}, held: within {field_} {window.seconds:g}, not "
-            f"every report {would} ({len(window.reports)} reports)"))
+            f"every report {would}"))
     return new, verdict._replace(shaped=shaped, reason=(
-        f"{verdict.reason} (Number {raw:+d} stabilized to {window.applied:+d}: the smallest of the "
-        f"{len(window.reports)} reports within {field_} {window.seconds:g})"))
+        f"{verdict.reason} (Number {raw:+d} stabilized to {window.applied:+d}: the smallest of the reports "
+        f"within {field_} {window.seconds:g})"))
 
 
 Step = tuple[str, "DeciderState", Verdict]  # the app a stale decision is about, the state after it, the verdict

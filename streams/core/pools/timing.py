@@ -27,8 +27,10 @@ class Timing(NamedTuple):
     preempted: Mapping[str, int] = {}  # app -> event time it was last preempted
 
     def heard(self, app: str) -> int:
-        """When `app` was last heard of: its last report, else when its policy took it on."""
-        return self.reported.get(app, self.started[app])
+        """When `app` was last heard of: its last report, or when its policy took it on if that was later (a
+        first report may predate the policy record)."""
+        started = self.started[app]
+        return max(self.reported.get(app, started), started)
 
 
 class Window(NamedTuple):

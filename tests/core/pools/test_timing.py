@@ -118,8 +118,9 @@ def test_a_stale_app_held_idle_or_at_its_fallback_is_handled_as_configured_and_s
 
 def test_a_report_older_than_its_apps_last_is_dead_lettered_out_of_order() -> None:
     log = started(policy(web(stale_after_s=60)))
-    early = decisions(log.metric("web", 50, at=T0 - 2_000))  # its first report may predate the policy record
+    early = decisions(log.metric("web", 50, at=T0 - 61_000))  # its first report may predate the policy record
     assert early[0]["outcome"] == "steady"
+    assert log.event({"type": "Tick", "pool": "pool-a", "now": T0 + 1}, at=T0 + 1) == []  # silent since T0 only
     log.metric("web", 50, at=T0 + 10_000)
     [late] = log.metric("web", 90, at=T0 + 5_000)
     assert late.stream == "dlq" and json.loads(late.value_bytes())["reason_code"] == "out_of_order"
@@ -223,3 +224,36 @@ def test_published_policies_name_the_options_only_where_set() -> None:
     timed = published(DeciderPolicy.model_validate(policy(web(stale_after_s=5), batch(), observe_only=True)))
     assert timed["observe_only"] is True and timed["apps"][0]["stale_after_s"] == 5
     assert "stale_after_s" not in timed["apps"][1]
+
+
+timed_events = st.lists(st.one_of(
+    st.tuples(st.just("metric"), st.sampled_from(["web", "batch"]), st.integers(0, 100), st.integers(0, 20_000)),
+    st.tuples(st.just("tick"), st.just(""), st.just(0), st.integers(0, 60_000)),
+    st.tuples(st.just("policy"), st.just(""), st.just(0), st.integers(0, 5_000)),
+), max_size=30)
+
+
+@settings(max_examples=100, deadline=None)
+@given(timed_events, st.sampled_from(["hold", "idle", {"fallback_metrical": 75}]), st.integers(1, 40))
+def test_timed_states_keep_idle_in_step_with_numbers_and_survive_the_changelog(
+        events: list[tuple[str, str, int, int]], on_stale: Any, window_s: int) -> None:
+    """Whatever reports, ticks and policy versions come, `idle` is the apps standing at a negative Number, and
+    the changelog's dump loads back to the very same state (a worker recovering folds on exactly as before)."""
+    apps = [web(scale_down_stabilization_s=window_s, stale_after_s=window_s, on_stale=on_stale),
+            batch(scale_up_stabilization_s=window_s, stale_after_s=2 * window_s)]
+    log = started(policy(*apps, capacity=12, preempted_cooldown_s=window_s))
+    at, version = T0, 1
+    for kind, name, metrical, gap in events:
+        at += gap
+        if kind == "metric":
+            log.metric(name, metrical, at=at)
+        elif kind == "tick":
+            log.event({"type": "Tick", "pool": "pool-a", "now": at}, at=at)
+        else:
+            version += 1
+            log.policy({**policy(*apps, capacity=12, preempted_cooldown_s=window_s), "version": f"v{version}"}, at=at)
+        state = log.state
+        d = state.decider
+        assert d is not None and d.timing is not None
+        assert d.idle == frozenset(k for k, n in d.timing.numbers.items() if n < 0)
+        assert codec.load(json.loads(json.dumps(codec.dump_state(state))), codec.dump_policies(state)) == state
