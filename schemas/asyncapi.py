@@ -90,20 +90,16 @@ INLINE: dict[str, dict[str, Any]] = {
     "Forwarded": {"description": "The original record's key and value, as its producer sent them; headers name its "
                                  "original topic, partition and offset (streams.worker.routing)."},
 }
-FOLD_OF = {  # each fold's repartition topic, and the inputs whose records it forwards
-    "pools": ("policies", "cluster-events", "plugin_decider", "plugin_justice"),
-    "groups": ("scheduler-events", "job-events"),
-    "dispatch": ("dispatch-commands", "ticks"),
-    "shards": ("shard-events", "shard-acks"),
-}
 
 
 def topics() -> tuple[Topic, ...]:
     """Every topic: the table above, each fold's repartition topic, and each input's dead letters."""
+    from streams.core.folds import FOLDS  # the folds name their inputs and repartition topics
+
     by_name = {t.name: t for t in TOPICS}
-    internal = tuple(Topic(f"{fold}.repartition", by_name[inputs[0]].key, ("Forwarded",), (WORKER,), (WORKER,),
-                           f"Records of {', '.join(inputs)} that arrived on another partition than their key's, "
-                           "forwarded there by the worker.") for fold, inputs in FOLD_OF.items())
+    internal = tuple(Topic(f.repartition, by_name[f.inputs[0]].key, ("Forwarded",), (WORKER,), (WORKER,),
+                           f"Records of {', '.join(f.inputs)} that arrived on another partition than their key's, "
+                           "forwarded there by the worker.") for f in FOLDS)
     dead = tuple(Topic(f"{t.name}.dlq", t.key, ("DeadLetter",), (WORKER,), (AUDIT, REDRIVE),
                        f"Records of {t.name} the worker could not fold, with the reason.")
                  for t in (*TOPICS, *internal) if WORKER in t.readers)

@@ -110,6 +110,13 @@ class AppPolicy(_Seed):
         "hold (keep its instances, give none up), idle (offer all above MinNum), or "
         "{fallback_metrical: N} (as if it reported N); hold when not given"))
 
+    def stale_handling(self) -> tuple[Literal["hold", "idle", "fallback"], float | None]:
+        """`on_stale` as (how, the fallback metrical when it is one): hold when not given."""
+        given = self.on_stale or "hold"
+        if isinstance(given, FallbackMetrical):
+            return "fallback", given.fallback_metrical
+        return given, None
+
     @field_validator("on_stale", mode="wrap")
     @classmethod
     def _one_of_three(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> Any:

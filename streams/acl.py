@@ -29,6 +29,8 @@ from pathlib import Path
 
 from streams.core.folds import FOLDS
 from streams.errors import ConfigError, TribunalError
+from streams.infra.secure import PLAIN_LOGIN, SCRAM_LOGIN
+from streams.kafka import sasl_login
 from streams.settings import Settings
 from streams.topics import catalogue, input_topics
 
@@ -75,11 +77,8 @@ def java_client_properties(settings: Settings) -> dict[str, str]:
     """`settings`' connection as a Java client's properties (for Kafka's own tools)."""
     props: dict[str, str] = {"security.protocol": settings.security_protocol}
     if settings.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
-        if not settings.sasl_username or settings.sasl_password is None:
-            raise ConfigError("SASL needs TRIBUNAL_SASL_USERNAME and TRIBUNAL_SASL_PASSWORD")
-        module = ("org.apache.kafka.common.security.plain.PlainLoginModule" if settings.sasl_mechanism == "PLAIN"
-                  else "org.apache.kafka.common.security.scram.ScramLoginModule")
-        user, password = (_jaas_quoted(v) for v in (settings.sasl_username, settings.sasl_password.get_secret_value()))
+        module = PLAIN_LOGIN if settings.sasl_mechanism == "PLAIN" else SCRAM_LOGIN
+        user, password = (_jaas_quoted(v) for v in sasl_login(settings, "SASL"))
         props |= {"sasl.mechanism": settings.sasl_mechanism,
                   "sasl.jaas.config": f'{module} required username="{user}" password="{password}";'}
     elif settings.ssl_certfile is not None:

@@ -57,6 +57,13 @@ def reason(e: BaseException) -> str:
     return text
 
 
+def sasl_login(s: Settings, protocol_says: str) -> tuple[str, str]:
+    """The SASL user name and password; `protocol_says` names what asks for them in the error if one is missing."""
+    if not s.sasl_username or s.sasl_password is None:
+        raise ConfigError(f"{protocol_says} needs TRIBUNAL_SASL_USERNAME and TRIBUNAL_SASL_PASSWORD")
+    return s.sasl_username, s.sasl_password.get_secret_value()
+
+
 def security(settings: Settings | None = None) -> dict[str, Any]:
     """aiokafka's keyword arguments for connecting as `settings` say (default: as the environment says)."""
     s = settings if settings is not None else Settings()
@@ -64,11 +71,8 @@ def security(settings: Settings | None = None) -> dict[str, Any]:
     if s.security_protocol in ("SSL", "SASL_SSL"):
         options["ssl_context"] = tls_context(s)
     if s.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
-        if not s.sasl_username or s.sasl_password is None:
-            raise ConfigError(f"security protocol {s.security_protocol} needs TRIBUNAL_SASL_USERNAME and "
-                              "TRIBUNAL_SASL_PASSWORD")
-        options |= {"sasl_mechanism": s.sasl_mechanism, "sasl_plain_username": s.sasl_username,
-                    "sasl_plain_password": s.sasl_password.get_secret_value()}
+        user, password = sasl_login(s, f"security protocol {s.security_protocol}")
+        options |= {"sasl_mechanism": s.sasl_mechanism, "sasl_plain_username": user, "sasl_plain_password": password}
     return options
 
 

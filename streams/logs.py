@@ -40,17 +40,18 @@ def faust_logging_config(log_format: LogFormat, level: str) -> dict[str, Any] | 
     }
 
 
-def configure(log_format: LogFormat, level: int = logging.INFO) -> None:
+def configure(log_format: LogFormat) -> None:
     """Logging for a daemon that runs outside Faust (the bridge, schedulers, the ticker, the dispatcher API)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(formatter(log_format))
-    logging.basicConfig(level=level, handlers=[handler], force=True)
+    logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
 
 
-def about(fold: str, key: str | None, topic: str | None = None, partition: int | None = None,
-          offset: int | None = None) -> dict[str, Any]:
-    """A log call's `extra`: what the line is about, as JSON lines show it (text lines do not)."""
-    extra: dict[str, Any] = {"fold": fold, "key": key}
-    if topic is not None:
-        extra["cause"] = {"topic": topic, "partition": partition, "offset": offset}
-    return extra
+def cause(topic: str, partition: int, offset: int) -> dict[str, Any]:
+    """A log call's `extra` naming the input record a line is about (JSON lines show it; text lines do not)."""
+    return {"cause": {"topic": topic, "partition": partition, "offset": offset}}
+
+
+def about(fold: str, key: str | None, topic: str, partition: int, offset: int) -> dict[str, Any]:
+    """A log call's `extra`: the fold, the key and the input record a line is about."""
+    return {"fold": fold, "key": key, **cause(topic, partition, offset)}

@@ -118,7 +118,7 @@ def _options(policy: DeciderPolicy) -> str:
         if windows:
             clauses.append(f"{a.App} stabilized " + ", ".join(windows))
         if a.stale_after_s:
-            on = a.on_stale or "hold"
-            handled = on if isinstance(on, str) else f"as if it reported {on.fallback_metrical:g}"
+            how, fallback = a.stale_handling()
+            handled = how if fallback is None else f"as if it reported {fallback:g}"
             clauses.append(f"{a.App} stale after {a.stale_after_s:g} s: {handled}")
     return "".join(f"; {c}" for c in clauses)

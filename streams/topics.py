@@ -14,7 +14,6 @@ records to their key's partition (`streams.worker.routing`).
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,12 +99,6 @@ _TOPIC_ALREADY_EXISTS = 36  # CreateTopics' error code
 _UNKNOWN_TOPIC = 3  # DescribeConfigs': a topic listed, but not yet known to the broker asked
 
 
-class _NotYetKnown(TribunalError):
-    """A topic just made by another client, not yet known to every broker (`made`: what this attempt made)."""
-
-    def __init__(self, topic: str, made: list[str]) -> None:
-        super().__init__(f"topic {topic} is listed but not yet known to the broker asked")
-        self.made = made
 _DYNAMIC_TOPIC_CONFIG = 1  # a DescribeConfigs entry's source: set on this topic (not a broker's or the default)
 
 
@@ -132,11 +125,8 @@ async def _declare(settings: Settings, wanted: dict[str, dict[str, str]]) -> tup
         existing = sorted(set(wanted) & present)
         if not existing:
             return missing, []
-        described = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, t) for t in existing])
         changes = []
-        for error, message, _, topic, entries in (r for response in described for r in response.resources):
-            if error == _UNKNOWN_TOPIC:
-                raise _NotYetKnown(topic, missing)
+        for error, message, _, topic, entries in await _described(admin, existing):
             if error:
                 raise TribunalError(f"cannot describe topic {topic}'s settings: {message or error}")
             own = {name: value for name, value, _, source, *_ in entries if source == _DYNAMIC_TOPIC_CONFIG}
@@ -154,6 +144,21 @@ async def _declare(settings: Settings, wanted: dict[str, dict[str, str]]) -> tup
         raise TribunalError(f"cannot make or change topics at {settings.kafka_bootstrap}: {kafka.reason(e)}") from None
     finally:
         await admin.close()
+
+
+async def _described(admin: Any, topics: list[str], tries: int = 10) -> list[Any]:
+    """Each topic's DescribeConfigs result. Workers of one app start together and each declares the same topics:
+    one another worker has just made may be listed before the broker asked knows it, so a topic it calls unknown
+    is asked about again a few times."""
+    from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+
+    for attempt in range(tries):
+        described = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, t) for t in topics])
+        resources = [r for response in described for r in response.resources]
+        if attempt == tries - 1 or all(r[0] != _UNKNOWN_TOPIC for r in resources):
+            return resources
+        await asyncio.sleep(0.2 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 async def _until_known(admin: Any, topics: list[str], patience: float = 30.0) -> None:
@@ -174,17 +179,5 @@ async def _until_known(admin: Any, topics: list[str], patience: float = 30.0) ->
 def declare_topics(settings: Settings, wanted: dict[str, dict[str, str]]) -> tuple[list[str], list[str]]:
     """Create each topic named in `wanted` that is missing, with its settings (and the deployment's partitions
     and replication), and give each existing one those settings, keeping its other per-topic settings (Kafka's
-    AlterConfigs replaces a topic's whole set). Returns the names created and the names changed.
-
-    Workers of one app start together and each declares the same topics: a topic another one has just made
-    may be listed before every broker knows it, so an unknown topic is asked about again a few times."""
-    made: list[str] = []
-    for attempt in range(10):
-        try:
-            created, changed = asyncio.run(_declare(settings, wanted))
-            return sorted(made + created), changed
-        except _NotYetKnown as e:
-            made += e.made
-            time.sleep(0.2 * (attempt + 1))
-    created, changed = asyncio.run(_declare(settings, wanted))
-    return sorted(made + created), changed
+    AlterConfigs replaces a topic's whole set). Returns the names created and the names changed."""
+    return asyncio.run(_declare(settings, wanted))

@@ -40,11 +40,15 @@ def stamp(ms: int) -> str:
     return _when(ms).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
-def xs_of(found: Sequence[Mapping[str, Any]], x: XAxis) -> list[Any]:
-    """Where each explained input sits on the x axis: its event time, or its place among the inputs (1, 2, ...)."""
+def xs_of(timestamps: Sequence[int], x: XAxis) -> list[Any]:
+    """Where each input sits on the x axis: its event time, or its place among the inputs (1, 2, ...)."""
     if x == "order":
-        return list(range(1, len(found) + 1))
-    return [_when(f["input"]["timestamp"]) for f in found]
+        return list(range(1, len(timestamps) + 1))
+    return [_when(ms) for ms in timestamps]
+
+
+def _stamps(found: Iterable[Mapping[str, Any]]) -> list[int]:
+    return [f["input"]["timestamp"] for f in found]
 
 
 def label_x(axes: list[Any], x: XAxis) -> None:
@@ -92,7 +96,7 @@ def pool_figures(found: list[dict[str, Any]], x: XAxis = "time") -> list[tuple[s
     decided = [f for f in found if "decision" in f]
     if not decided:
         return []
-    times = xs_of(decided, x)
+    times = xs_of(_stamps(decided), x)
     apps = [a["app"] for a in decided[-1]["after"]["decider"]["apps"]]
     figures = []
 
@@ -158,7 +162,7 @@ def _members(x: XAxis, found: list[dict[str, Any]], section: str, names: list[st
              lines: list[tuple[str, str, str]], height: float) -> str:
     """One plot per member of the state's `section` (schedulers, workers), a step line per (field, label, style)."""
     plt = pyplot()
-    times = xs_of(found, x)
+    times = xs_of(_stamps(found), x)
     fig, axes = plt.subplots(len(names), 1, figsize=(10, height * len(names)), sharex=True, squeeze=False)
     for ax, name in zip(axes[:, 0], names, strict=True):
         for field, label, style in lines:
@@ -179,7 +183,7 @@ def namespace_figures(found: list[dict[str, Any]], x: XAxis = "time") -> list[tu
     plt = pyplot()
     if not found:
         return []
-    times = xs_of(found, x)
+    times = xs_of(_stamps(found), x)
     figures = []
 
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 4.5), sharex=True)
@@ -225,7 +229,7 @@ def job_set_figures(found: list[dict[str, Any]], x: XAxis = "time") -> list[tupl
         return []
     nodes = sorted({n for f in epochs for n in f["plan"]["ranges"]})
     colours = {n: plt.get_cmap("tab20")(i % 20) for i, n in enumerate(nodes)}
-    where = dict(zip((id(f) for f in found), xs_of(found, x), strict=True))
+    where = dict(zip((id(f) for f in found), xs_of(_stamps(found), x), strict=True))
     ends = [where[id(f)] for f in epochs[1:]] + [where[id(found[-1])]]
     fig, ax = plt.subplots(figsize=(10, 4))
     for f, end in zip(epochs, ends, strict=True):

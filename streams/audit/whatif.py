@@ -21,7 +21,7 @@ import orjson
 
 from schemas.policy import DeciderPolicy, published
 from streams.audit.report import STYLE, XAxis, instances_plot, label_x, pyplot, stamp, svg, xs_of
-from streams.core.folds import POOLS, route
+from streams.core.folds import POOLS, scope
 from streams.core.pools import POLICIES, SCALING_DECISIONS, PoolState, apply, decider
 from streams.core.source import SourceRecord
 
@@ -49,6 +49,12 @@ class Run:
             for app, n in held.items():
                 hours[app] = hours.get(app, 0.0) + n * (stop - t) / 3_600_000
         return dict(sorted(hours.items()))
+
+    def figures(self, end: int) -> dict[str, Any]:
+        """What the what-if compares, as JSON-able data."""
+        return {"instance_hours": {k: round(v, 6) for k, v in self.instance_hours(end).items()},
+                "preempted_instances": self.preemptions(), "refusals": self.refusals(),
+                "refused_instances": self.refused(), "flaps": self.flaps()}
 
     def preemptions(self) -> int:
         return sum(m["count"] for ds in self.decisions for d in ds for m in d["moves"] if m["round"] == "preempt")
@@ -100,16 +106,11 @@ class Comparison:
     end: int  # event time the instance-hours run to
 
     def summary(self) -> dict[str, Any]:
-        """The figures side by side, as JSON-able data (`--json`)."""
-        def figures(run: Run) -> dict[str, Any]:
-            return {"instance_hours": {k: round(v, 6) for k, v in run.instance_hours(self.end).items()},
-                    "preempted_instances": run.preemptions(), "refusals": run.refusals(),
-                    "refused_instances": run.refused(), "flaps": run.flaps()}
-
+        """The figures side by side, and every difference, as JSON-able data (`--json`)."""
         return {"pool": self.pool, "candidate": self.candidate, "inputs": len(self.inputs),
                 "decisions": sum(map(len, self.in_force.decisions)), "differ": len(self.differences),
-                "adopted": self.under_candidate.adopted, "in_force": figures(self.in_force),
-                "under_candidate": figures(self.under_candidate),
+                "adopted": self.under_candidate.adopted, "in_force": self.in_force.figures(self.end),
+                "under_candidate": self.under_candidate.figures(self.end),
                 "differences": [{"input": _coordinates(d.record), "timestamp": d.record.timestamp,
                                  "in_force": d.in_force, "candidate": d.candidate} for d in self.differences]}
 
@@ -166,11 +167,7 @@ def _instances(state: PoolState) -> dict[str, int]:
 def compare(records: Iterable[SourceRecord], pool: str, candidate: DeciderPolicy, prefix: str = "",
             in_range: Callable[[SourceRecord], bool] = lambda _: True, end: int | None = None) -> Comparison:
     """The pool's inputs among `records` (in applied order) replayed as recorded and under `candidate`."""
-    mine = []
-    for record in records:
-        routed = route(record.topic, prefix)
-        if routed is not None and routed[1] is POOLS and POOLS.key_of(record, routed[0]) == pool:
-            mine.append((record, routed[0]))
+    mine = [(r, r.topic.removeprefix(prefix)) for r in records if scope(r, prefix) == (POOLS.name, pool)]
     as_if_in_force = candidate.model_copy(update={"observe_only": False})
     in_force, inputs = _replay(mine, in_range, None)
     under, _ = _replay(mine, in_range, as_if_in_force)
@@ -196,8 +193,7 @@ def _brief(decisions: list[dict[str, Any]]) -> str:
 
 def _rows(c: Comparison) -> list[tuple[str, str, str]]:
     """(measure, in force, candidate): the summary table's rows."""
-    figures = c.summary()
-    a, b = figures["in_force"], figures["under_candidate"]
+    a, b = c.in_force.figures(c.end), c.under_candidate.figures(c.end)
     hours_a, hours_b = a["instance_hours"], b["instance_hours"]
     rows = [(f"instance-hours {app}", f"{hours_a.get(app, 0):.3f}", f"{hours_b.get(app, 0):.3f}")
             for app in sorted(hours_a.keys() | hours_b.keys())]
@@ -216,9 +212,10 @@ def render_text(c: Comparison, shown: int = 10) -> str:
              f"{len(c.inputs)} inputs, {decided} decisions"]
     if c.under_candidate.adopted:
         lines.append(f"candidate adopted at the range's first input: {c.under_candidate.adopted}")
-    width = max([len(r[0]) for r in _rows(c)] + [10])
+    rows = _rows(c)
+    width = max([len(r[0]) for r in rows] + [10])
     lines.append(f"{'':<{width}}  {'in force':>12}  {'candidate':>12}")
-    lines += [f"{name:<{width}}  {a:>12}  {b:>12}" for name, a, b in _rows(c)]
+    lines += [f"{name:<{width}}  {a:>12}  {b:>12}" for name, a, b in rows]
     lines.append(f"decisions that differ: {len(c.differences)} of {len(c.inputs)} inputs")
     for d in c.differences[:shown]:
         lines += [f"  input {_coordinates(d.record)} at {d.record.timestamp}: "
@@ -247,8 +244,7 @@ def render_html(c: Comparison, x: XAxis = "time") -> str:
                  "inputs</td></tr></table>")
     if c.inputs:
         plt = pyplot()
-        found = [{"input": {"timestamp": r.timestamp}} for r in c.inputs]
-        xs = xs_of(found, x)
+        xs = xs_of([r.timestamp for r in c.inputs], x)
         apps = sorted({a for run in (c.in_force, c.under_candidate) for i in run.instances for a in i})
         fig, axes = plt.subplots(len(apps), 1, figsize=(10, 1.8 * len(apps) + 0.6), sharex=True, squeeze=False)
         for ax, app in zip(axes[:, 0], apps, strict=True):

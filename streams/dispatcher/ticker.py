@@ -36,12 +36,9 @@ from streams.zk.layout import Layout
 log = logging.getLogger(__name__)
 
 
-def tick(namespace: str, now_ms: int) -> bytes:
-    return orjson.dumps({"type": "Tick", "namespace": namespace, "now": now_ms})
-
-
-def pool_tick(pool: str, now_ms: int) -> bytes:
-    return orjson.dumps({"type": "Tick", "pool": pool, "now": now_ms})
+def tick(field: str, key: str, now_ms: int) -> bytes:
+    """A `Tick` for a dispatcher namespace (`field` "namespace") or a decider pool ("pool")."""
+    return orjson.dumps({"type": "Tick", field: key, "now": now_ms})
 
 
 @dataclass
@@ -97,9 +94,10 @@ class Ticker:
             while not self.stopping.is_set():
                 if self.leading.is_set():
                     now = int(time.time() * 1000)
-                    sent = [await producer.send(topic, tick(ns, now), key=ns.encode()) for ns in self.namespaces()]
+                    sent = [await producer.send(topic, tick("namespace", ns, now), key=ns.encode())
+                            for ns in self.namespaces()]
                     if self.pools and loop.time() >= pools_due:
-                        sent += [await producer.send(pool_topic, pool_tick(p, now), key=p.encode())
+                        sent += [await producer.send(pool_topic, tick("pool", p, now), key=p.encode())
                                  for p in sorted(self.pools)]
                         pools_due = max(pools_due + self.pool_interval, loop.time())
                     await asyncio.gather(*sent)

@@ -350,7 +350,6 @@ class Cluster:
         for i, server in enumerate(self.servers()[1:]):
             props = broker_properties(t, i)
             _write_properties(server.config, props)
-            server.config.chmod(0o600)  # also one an earlier version wrote
             if not (Path(props["log.dirs"]) / "meta.properties").exists():
                 cmd = [*self.jvm(None, 128), "kafka.tools.StorageTool", "format", "-t", cid,
                        "-c", str(server.config), "--ignore-formatted", *users]
@@ -383,7 +382,8 @@ class Cluster:
                 self._wait(zk, pid, lambda: _zk_ruok(zk.port), timeout)
         for server in brokers:
             self._wait(server, pids[server.name], functools.partial(_port_open, server.port), timeout)
-        self._wait(brokers[0], pids[brokers[0].name], lambda: self._brokers_settled(len(brokers)), timeout)
+        security = self.admin_security()
+        self._wait(brokers[0], pids[brokers[0].name], lambda: self._brokers_settled(len(brokers), security), timeout)
         done = time.monotonic()
         timings = {s.name: 0.0 for s in servers}
         if zk.name in began:
@@ -393,10 +393,9 @@ class Cluster:
                 timings[server.name] = done - began[server.name]
         return timings
 
-    def _brokers_settled(self, expected: int) -> bool:
+    def _brokers_settled(self, expected: int, security: dict[str, Any]) -> bool:
         """Every broker is in the metadata, twice in a row: a freshly started KRaft broker can be
         fenced again for a moment while its peers on a busy 2-core machine catch up."""
-        security = self.admin_security()
         if kafka_broker_count(self.topology.bootstrap, security) < expected:
             return False
         time.sleep(0.5 if expected > 1 else 0)
@@ -467,7 +466,8 @@ class Cluster:
         pid = self._start(server)
         if server.main_class == "kafka.Kafka":
             self._wait(server, pid, functools.partial(_port_open, server.port), timeout)
-            self._wait(server, pid, lambda: self._brokers_settled(self.topology.brokers), timeout)
+            security = self.admin_security()
+            self._wait(server, pid, lambda: self._brokers_settled(self.topology.brokers, security), timeout)
         else:
             self._wait(server, pid, lambda: _zk_ruok(server.port), timeout)
 

@@ -29,6 +29,8 @@ from pathlib import Path
 SUPER_USERS = ("admin", "broker", "controller")
 CLIENTS = ("worker", "producer", "auditor")
 SCRAM = "SCRAM-SHA-512"
+SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule"  # Java clients' and brokers' JAAS modules
+PLAIN_LOGIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 ZOOKEEPER_USER = "tribunal"  # the digest identity of tribunal's services in ZooKeeper (streams.zk.client)
 
 
@@ -93,13 +95,13 @@ class Credentials:
             "sasl.mechanism.controller.protocol": "PLAIN",
             "listener.name.controller.sasl.enabled.mechanisms": "PLAIN",
             "listener.name.controller.plain.sasl.jaas.config":
-                f'{_PLAIN_MODULE} required username="controller" password="{p["controller"]}" '
+                f'{PLAIN_LOGIN} required username="controller" password="{p["controller"]}" '
                 f'user_controller="{p["controller"]}";',
             "listener.name.sasl_ssl.sasl.enabled.mechanisms": f"{SCRAM},SCRAM-SHA-256",
             "sasl.mechanism.inter.broker.protocol": SCRAM,
             "listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config":
-                f'{_SCRAM_MODULE} required username="broker" password="{p["broker"]}";',
-            "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config": f"{_SCRAM_MODULE} required;",
+                f'{SCRAM_LOGIN} required username="broker" password="{p["broker"]}";',
+            "listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config": f"{SCRAM_LOGIN} required;",
             "ssl.keystore.type": "PEM",
             "ssl.keystore.location": str(self.keystore),
             "ssl.truststore.type": "PEM",
@@ -118,18 +120,19 @@ class Credentials:
                 for arg in ("--add-scram", f"{SCRAM}=[name={user},password={password}]")]
 
 
-_SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
-_PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
-
-
 def write_private(path: Path, text: str) -> None:
-    """Written readable by its owner only from the start (never briefly readable by others)."""
+    """Written readable by its owner only from the start (never briefly readable by others), also a file an
+    earlier version wrote with a wider mode."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(text)
 
 
-def _certificates(days: int = 825, expired: bool = False) -> tuple[str, str]:
+CERTIFICATE_DAYS = 825  # the longest validity browsers and Java accept for a server certificate
+
+
+def _certificates(expired: bool = False) -> tuple[str, str]:
     """A self-signed CA, and a key and certificate for 127.0.0.1 and localhost signed by it (PEM: the CA's
     certificate; the broker's unencrypted PKCS#8 key followed by its certificate, as Kafka's PEM keystore
     reads it). `expired`: the broker's certificate ran out yesterday (what clients must refuse; a test's)."""
@@ -143,7 +146,7 @@ def _certificates(days: int = 825, expired: bool = False) -> tuple[str, str]:
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "tribunal local CA")])
     ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
           .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-          .not_valid_after(now + datetime.timedelta(days=days))
+          .not_valid_after(now + datetime.timedelta(days=CERTIFICATE_DAYS))
           .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
           .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
           .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
@@ -154,8 +157,8 @@ def _certificates(days: int = 825, expired: bool = False) -> tuple[str, str]:
     cert = (x509.CertificateBuilder()
             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
             .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(days=days if expired else 0, minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=-1 if expired else days))
+            .not_valid_before(now - datetime.timedelta(days=CERTIFICATE_DAYS if expired else 0, minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=-1 if expired else CERTIFICATE_DAYS))
             .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
                                                         x509.DNSName("localhost")]), critical=False)
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),

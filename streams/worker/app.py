@@ -134,8 +134,8 @@ def create_app(settings: Settings) -> faust.App:
     faust_private.end_recovery_only_when_read(app, continuity.first_offsets_from)
     keepers = [Keeper[Any](fold, [_table(app, t.name, settings) for t in fold.tables],
                            [_table(app, p.name, settings) for p in fold.parts]) for fold in folds.FOLDS]
-    checkpoint = Checkpoint(app, settings, continuity, keepers, settings.max_batch, settings.commit_interval)
-    checkpoint.tally = metrics.Tally() if settings.metrics else metrics.Off()
+    checkpoint = Checkpoint(app, settings, continuity, keepers, settings.max_batch, settings.commit_interval,
+                            tally=metrics.Tally() if settings.metrics else metrics.Off())
     app.task(checkpoint.run)
 
     @app.on_partitions_revoked.connect

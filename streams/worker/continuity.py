@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 from faust.types import TP
 
+from streams import logs
 from streams.worker import faust_private
 from streams.worker.positions import Admit, AskCommitted, AskHeld, Drop, Positions
 from streams.worker.sideband import Sideband
@@ -146,7 +147,7 @@ class Continuity:
                 self.refetches += 1
                 log.warning("%s[%d]: handed offset %d while %d is next: Faust skipped records; re-fetching from %d",
                             topic, partition, offset, first, first,
-                            extra={"cause": {"topic": topic, "partition": partition, "offset": offset}})
+                            extra=logs.cause(topic, partition, offset))
         if isinstance(verdict, Drop):
             faust_private.let_go(self.app.consumer, message)
             if verdict.seek is not None:

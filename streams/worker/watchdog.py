@@ -28,6 +28,7 @@ from typing import Any
 
 from aiokafka.errors import KafkaError
 
+from streams.worker.metrics import RESTARTS_ENV, restarts_in_place
 from streams.worker.sideband import Sideband
 from streams.worker.surface import App
 
@@ -86,8 +87,6 @@ class Watchdog:
 
 def restart_in_place() -> None:
     """Re-execute this process with the same arguments (no cleanup: exactly-once covers a crash)."""
-    from streams.worker.metrics import RESTARTS_ENV, restarts_in_place
-
     os.environ[RESTARTS_ENV] = str(restarts_in_place() + 1)  # the one count a re-execution keeps (`/metrics`)
     sys.stdout.flush()
     sys.stderr.flush()

@@ -87,13 +87,11 @@ class Bridge:
         self.reconnected = threading.Event()
         self.watching: set[str] = set()
         self.term = 0  # leadership term: watches of an earlier term stop themselves
-        self.dropped = 0
         self.publisher: Publisher | None = None
 
     # -- publishing ---------------------------------------------------------------------------
     def _publish(self, topic: str, group: str, event: dict[str, Any], droppable: bool = True) -> None:
         if droppable and self.drop_fraction and self.rng.random() < self.drop_fraction:
-            self.dropped += 1
             DROPPED.inc()
             log.info("dropped (--drop-watch-events): %s", event)
             return

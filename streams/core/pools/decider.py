@@ -18,7 +18,7 @@ from fractions import Fraction
 from typing import Any, NamedTuple
 
 from schemas.decisions import Outcome, Round
-from schemas.policy import METRICAL_MAX, AppPolicy, DeciderPolicy, FallbackMetrical
+from schemas.policy import METRICAL_MAX, AppPolicy, DeciderPolicy
 from streams.core.pools.ranges import in_range
 from streams.core.pools.timing import GIVE_ALL, Timing, reported, stabilized, went_stale
 
@@ -81,9 +81,7 @@ def _ms(seconds: float | None) -> int:
 
 def _rule(app: AppPolicy) -> AppRule:
     ranges = tuple(sorted((s.Metrical[0], s.Metrical[1], s.Number) for s in app.Spec))
-    given = app.on_stale or "hold"
-    fallback = given.fallback_metrical if isinstance(given, FallbackMetrical) else None
-    on_stale = given if isinstance(given, str) else "fallback"
+    on_stale, fallback = app.stale_handling()
     return AppRule(name=app.App, key=app.App.casefold(), priority=app.Priority, min_num=app.MinNum,
                    max_num=app.MaxNum, eager=app.release == "eager", ranges=ranges,
                    by_integer={float(m): number_in(ranges, float(m)) for m in range(METRICAL_MAX + 1)},

@@ -128,7 +128,8 @@ def _cluster(state: PoolState, record: SourceRecord, pool: str) -> tuple[PoolSta
         observed = {_app_key(current, name, pool): n for name, n in event.instances.items()}
         new, verdict = decider.observe(current, observed)
         trigger = _trigger("observed")
-    state, emitted = _decision(state, new, record, pool, trigger, verdict, current)
+    state, emitted = _decision(state, new, record, pool, trigger, verdict,
+                               current if isinstance(event, PoolCapacitySet) else None)  # observations are true
     return state, [*emits, *emitted]
 
 
@@ -141,7 +142,10 @@ def _advance(state: PoolState, record: SourceRecord, pool: str, current: Decider
     for app, after, verdict in steps:
         state, emitted = _decision(state, after, record, pool, _trigger("stale", app=app), verdict, state.decider)
         emits += emitted
-    return state, (state.decider or current) if steps else current, emits
+    if not steps:
+        return state, current, emits
+    assert state.decider is not None  # the last step's decider, as stored
+    return state, state.decider, emits
 
 
 def _trigger(kind: str, capacity: int | None = None, app: str | None = None) -> dict[str, Any]:
@@ -189,9 +193,10 @@ def _decision(state: PoolState, current: decider.DeciderState, record: SourceRec
     model's field order (the hot path).
 
     Under an observe-only policy the decision is written (`mode: observe`, its moves as they would be) but
-    the instances stay as they were `before`: only the actuator's observations and policies change them."""
+    the instances stay as they were `before` (callers give none for policies and the actuator's observations:
+    those change them)."""
     observing = current.policy.observe_only
-    if observing and before is not None and trigger["kind"] not in ("policy", "observed"):
+    if observing and before is not None:
         current = current._replace(instances=before.instances)
     state, seq = state.numbered(SCALING_DECISIONS, current, state.justice)
     instances, metricals = current.by_name()
