@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from schemas.common import Record
+from schemas.common import MAX_MILLIS, Record
 
 
 class PoolCapacitySet(Record):
@@ -27,11 +27,13 @@ class InstancesObserved(Record):
 
 class PoolTick(Record):
     """The time, for a pool whose policy measures time (stale reports, windows, cool-downs): `tribunal ticker
-    --pool` writes one every interval, so an app that stops reporting goes stale even in a silent pool."""
+    --pool` writes one every interval, so an app that stops reporting goes stale even in a silent pool. The pool's
+    clock takes the record's timestamp (the broker's), as for every record; `now` is what the ticker read."""
 
     type: Literal["Tick"] = "Tick"
     pool: str | None = None
-    now: int = Field(ge=0, description="Milliseconds since the epoch")
+    now: int = Field(ge=0, le=MAX_MILLIS, description="Milliseconds since the epoch, as the ticker read them (the "
+                     "record's timestamp is what moves the clock)")
 
 
 ClusterEvent = Annotated[PoolCapacitySet | InstancesObserved | PoolTick, Field(discriminator="type")]

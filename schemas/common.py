@@ -7,6 +7,7 @@ from typing import Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+MAX_MILLIS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: the latest time a record may name, or a clock take
 
 
 def fits_int64(value: object) -> bool:

@@ -1,7 +1,8 @@
 """The dispatcher (SPEC §5, seed 002): commands on `dispatch-commands`, `Tick`s on `ticks`, and what it decides.
 
 Every record is keyed by its namespace, the scope of one global cap. Times are milliseconds since
-the epoch; `now` reaches the dispatcher only as `Tick` records, never from a clock.
+the epoch; a namespace's `now` is the latest timestamp of its records (the broker's: `Tick`s between
+commands), never a worker's clock.
 """
 
 from __future__ import annotations
@@ -10,11 +11,13 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from schemas.common import Cause, Record
+from schemas.common import INT64_MAX, MAX_MILLIS, Cause, Record
 
 Name = Annotated[str, Field(min_length=1, max_length=200)]
-Millis = Annotated[int, Field(ge=0, description="milliseconds since the epoch")]
+Millis = Annotated[int, Field(ge=0, le=MAX_MILLIS, description="milliseconds since the epoch (at most 9999-12-31)")]
+Cap = Annotated[int, Field(ge=0, le=INT64_MAX, description="jobs that may run at once")]
 MAX_JOBS_PER_ASSIGN = 10_000
+MAX_TIMEOUT_MS = 366 * 24 * 3600 * 1000  # a timeout of more than a year is not a timeout
 
 
 class MaxThreadsSet(Record):
@@ -22,7 +25,7 @@ class MaxThreadsSet(Record):
 
     type: Literal["MaxThreadsSet"] = "MaxThreadsSet"
     namespace: Name
-    max: int = Field(ge=0)
+    max: Cap
 
 
 class WorkerMaxSet(Record):
@@ -31,7 +34,7 @@ class WorkerMaxSet(Record):
     type: Literal["WorkerMaxSet"] = "WorkerMaxSet"
     namespace: Name
     worker: Name
-    max: int = Field(ge=0)
+    max: Cap
 
 
 class JobSpec(Record):
@@ -39,7 +42,8 @@ class JobSpec(Record):
     info: str = Field("", max_length=1_000, description="opaque to the dispatcher; handed to the listener "
                       "(bounded: a namespace's jobs are stored in 256 table entries of at most 1 MB each)")
     max_retries: int = Field(0, ge=0, le=1_000)
-    timeout_ms: int = Field(60_000, ge=1)
+    timeout_ms: int = Field(60_000, ge=1, le=MAX_TIMEOUT_MS,
+                            description="how long an attempt may run (at most 366 days)")
 
 
 class Assignment(Record):
@@ -95,7 +99,8 @@ DispatchCommand = Annotated[Command, Field(discriminator="type")]
 
 
 class Tick(Record):
-    """The time, as the ticker read it, for one namespace (key = namespace)."""
+    """A namespace's clock moves (key = namespace): the record's timestamp, the broker's, is the time; `now` is
+    what the ticker read."""
 
     type: Literal["Tick"] = "Tick"
     namespace: Name

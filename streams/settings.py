@@ -64,6 +64,12 @@ class Settings(BaseSettings):
     instance_id: str | None = Field(
         None, description="Static group membership id (KIP-345); default: app id, host name and web port. "
                           "A restarted worker with the same id takes its partitions back without a rebalance")
+    record_time: Literal["broker", "producer"] = Field(
+        "broker", description="Who dates the records of the folds that keep a clock (dispatcher namespaces, pools): "
+                              "'broker' makes their input topics message.timestamp.type=LogAppendTime, so a "
+                              "producer's skewed clock cannot move a namespace's or a pool's time; 'producer' "
+                              "(CreateTime) keeps the timestamps producers set, for a log mirrored from another "
+                              "cluster with its times, or tests that stamp records themselves")
     log_level: str = "info"
     metrics: bool = Field(True, description="Count records, dead letters, latencies and lag for /metrics (a dict "
                                             "increment per record; off only to measure what that costs)")

@@ -14,6 +14,7 @@ records to their key's partition (`streams.worker.routing`).
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,22 +24,33 @@ from streams.core.outputs import dlq_topic
 from streams.errors import TribunalError
 from streams.settings import Settings
 
+log = logging.getLogger(__name__)
 REDRIVES = "dlq-redrives"  # which dead letters `tribunal dlq redrive` produced again (streams.dlq)
 SCHEDULER_ALERTS = "scheduler-alerts"  # what scheduler clients say of themselves (schemas.limits.SchedulerAlert)
+
+
+TIMESTAMP_TYPES = {"broker": "LogAppendTime", "producer": "CreateTime"}
 
 
 @dataclass(frozen=True)
 class TopicSpec:
     name: str
     compacted: bool = False
+    timestamps: str | None = None  # a fold's clock reads this topic's timestamps: who stamps them (`TIMESTAMP_TYPES`)
 
     def config(self) -> dict[str, str]:
-        return {"cleanup.policy": "compact" if self.compacted else "delete"}
+        config = {"cleanup.policy": "compact" if self.compacted else "delete"}
+        if self.timestamps is not None:
+            config["message.timestamp.type"] = self.timestamps
+        return config
 
 
 def catalogue(settings: Settings) -> list[TopicSpec]:
-    """Every topic tribunal reads or writes, with the deployment's prefix applied."""
-    inputs = [TopicSpec(settings.topic(t), compacted=t in f.compacted) for f in FOLDS for t in f.inputs]
+    """Every topic tribunal reads or writes, with the deployment's prefix applied. The inputs of a fold that keeps
+    a clock (`Fold.clocked`) are dated by the broker unless `settings.record_time` says otherwise."""
+    stamp = TIMESTAMP_TYPES[settings.record_time]
+    inputs = [TopicSpec(settings.topic(t), compacted=t in f.compacted, timestamps=stamp if f.clocked else None)
+              for f in FOLDS for t in f.inputs]
     internal = [TopicSpec(settings.topic(f.repartition)) for f in FOLDS]
     dead = [TopicSpec(dlq_topic(settings.topic(t))) for f in FOLDS for t in (*f.inputs, f.repartition)]
     outputs = [TopicSpec(settings.topic(t), compacted=t in f.compacted) for f in FOLDS for t in f.outputs]
@@ -61,38 +73,37 @@ def worker_topics(settings: Settings) -> set[str]:
     return {*input_topics(settings), *(settings.topic(f.repartition) for f in FOLDS)}
 
 
-async def _create(settings: Settings, specs: list[TopicSpec]) -> list[str]:
-    from aiokafka.admin import NewTopic
+async def _partitions_checked(settings: Settings, topics: list[str]) -> None:
+    """Refuse input topics made with another partition count: a key's records must meet its state in one."""
     from aiokafka.errors import KafkaError
 
+    inputs = sorted(set(topics) & worker_topics(settings))
+    if not inputs:
+        return
     admin = kafka.admin(settings.kafka_bootstrap, request_timeout_ms=15000)
     try:
         await admin.start()
-        existing = set(await admin.list_topics())
-        missing = [s for s in specs if s.name not in existing]
-        if missing:
-            await admin.create_topics([
-                NewTopic(s.name, settings.partitions, settings.replication_factor, topic_configs=s.config())
-                for s in missing
-            ])
-        present = [s.name for s in specs if s.name in existing]
-        if present:
-            described = await admin.describe_topics(present)
-            wrong = sorted(d["topic"] for d in described if len(d["partitions"]) != settings.partitions
-                           and d["topic"] in worker_topics(settings))
-            if wrong:
-                raise TribunalError(f"input topics {wrong} do not have {settings.partitions} partitions; "
-                                    "inputs must be co-partitioned (set --partitions to match)")
-        return [s.name for s in missing]
+        described = await admin.describe_topics(inputs)
     except KafkaError as e:
-        raise TribunalError(f"cannot create topics at {settings.kafka_bootstrap}: {kafka.reason(e)}") from None
+        raise TribunalError(f"cannot describe topics at {settings.kafka_bootstrap}: {kafka.reason(e)}") from None
     finally:
         await admin.close()
+    wrong = sorted(d["topic"] for d in described if len(d["partitions"]) != settings.partitions)
+    if wrong:
+        raise TribunalError(f"input topics {wrong} do not have {settings.partitions} partitions; "
+                            "inputs must be co-partitioned (set --partitions to match)")
 
 
 def create_topics(settings: Settings, specs: list[TopicSpec] | None = None) -> list[str]:
-    """Create whichever catalogue topics are missing; return their names (idempotent)."""
-    return asyncio.run(_create(settings, specs if specs is not None else catalogue(settings)))
+    """Create whichever catalogue topics are missing, and give existing ones the catalogue's settings (an input
+    topic of a clocked fold made before it was dated by the broker is changed to be); return the names created.
+    Idempotent."""
+    specs = specs if specs is not None else catalogue(settings)
+    made, changed = declare_topics(settings, {spec.name: spec.config() for spec in specs})
+    if changed:
+        log.warning("topics %s now have the catalogue's settings (cleanup policy, who dates their records)", changed)
+    asyncio.run(_partitions_checked(settings, [spec.name for spec in specs if spec.name not in made]))
+    return made
 
 
 _TOPIC_ALREADY_EXISTS = 36  # CreateTopics' error code
@@ -138,7 +149,9 @@ async def _declare(settings: Settings, wanted: dict[str, dict[str, str]]) -> tup
             for response in await admin.alter_configs(changes):
                 failed = [(topic, message or error) for error, message, _, topic in response.resources if error]
                 if failed:
-                    raise TribunalError(f"cannot change topic settings: {failed}")
+                    raise TribunalError(f"cannot change topic settings: {failed} (a principal allowed to alter "
+                                        "topic configs can: `tribunal topics create`)")
+            await _until_set(admin, {c.name: wanted[c.name] for c in changes})
         return missing, sorted(c.name for c in changes)
     except KafkaError as e:
         raise TribunalError(f"cannot make or change topics at {settings.kafka_bootstrap}: {kafka.reason(e)}") from None
@@ -173,6 +186,22 @@ async def _until_known(admin: Any, topics: list[str], patience: float = 30.0) ->
         if topics and asyncio.get_running_loop().time() > deadline:
             raise TribunalError(f"topics {topics} were made but the broker does not list them")
         if topics:
+            await asyncio.sleep(0.1)
+
+
+async def _until_set(admin: Any, wanted: dict[str, dict[str, str]], patience: float = 30.0) -> None:
+    """Wait until the broker describes each topic with its new settings: a KRaft broker applies an AlterConfigs
+    from the metadata log a moment after it answered, and a record appended before then is dated the old way."""
+    deadline = asyncio.get_running_loop().time() + patience
+    while wanted:
+        resources = await _described(admin, sorted(wanted))
+        for _, _, _, topic, entries in resources:
+            own = {name: value for name, value, _, source, *_ in entries if source == _DYNAMIC_TOPIC_CONFIG}
+            if all(own.get(name) == value for name, value in wanted[topic].items()):
+                del wanted[topic]
+        if wanted and asyncio.get_running_loop().time() > deadline:
+            raise TribunalError(f"topics {sorted(wanted)} were changed but the broker does not show it")
+        if wanted:
             await asyncio.sleep(0.1)
 
 

@@ -90,6 +90,8 @@ class Fold(Generic[S]):
     item: Callable[[S, str], dict[str, Any] | None] | None = None  # one named thing in a key's state (a job)
     summary: Callable[[str, S], dict[str, Any]] | None = None  # `describe` without what grows with the state (a
     # namespace's jobs), for the report, which reads it after every record; None: `describe` is small already
+    clocked: bool = False  # its state keeps a clock from its records' timestamps (`source.event_time`): its input
+    # topics are dated by the broker (`streams.topics`), so no producer's clock moves it
 
     def reject(self, state: S, record: SourceRecord, rejection: Rejected, key: str) -> tuple[S, list[Emit]]:
         """The dead letter for `record`, as the shell writes it for a record it could not fold."""
@@ -106,7 +108,7 @@ POOLS: Fold[pools.PoolState] = Fold(
     tables=(Table("pool-state", pool_codec.dump_state), Table("pool-policies", pool_codec.dump_policies,
                                                               pool_codec.policies_changed)),
     load=pool_codec.load, describe=pool_view.describe, explain=pool_view.explain, render=pool_view.render,
-    gauges=pool_view.gauges)
+    gauges=pool_view.gauges, clocked=True)
 GROUPS: Fold[groups.GroupState] = Fold(
     "groups", groups.INPUTS, groups.OUTPUTS, frozenset({groups.REJECTION_LIMITS}), groups.GroupState, groups.apply,
     groups.key_of, tables=(Table("group-state", group_codec.dump),), load=group_codec.load,
@@ -116,7 +118,7 @@ DISPATCH: Fold[dispatch.DispatchState] = Fold(
     "dispatch", dispatch.INPUTS, dispatch.OUTPUTS, frozenset({dispatch.DISPATCHER_HEALTH}), dispatch.DispatchState,
     dispatch.apply, dispatch.key_of, tables=(Table("dispatch-state", dispatch.dump),), load=dispatch.load,
     describe=dispatch_view.describe, explain=dispatch_view.explain, render=dispatch_view.render,
-    item=dispatch_view.job, summary=dispatch_view.summary,
+    item=dispatch_view.job, summary=dispatch_view.summary, clocked=True,
     parts=(Parts("dispatch-jobs", dispatch_codec.touched, dispatch_codec.dump_bucket, dispatch_codec.listed),))
 SHARDS: Fold[shards.ShardState] = Fold(
     "shards", shards.INPUTS, shards.OUTPUTS, frozenset({shards.SHARD_PLANS}), shards.ShardState, shards.apply,

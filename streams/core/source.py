@@ -6,7 +6,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from schemas.common import Cause
+from schemas.common import MAX_MILLIS, Cause
 
 DEFAULT_POOL = "default"
 UNREADABLE_KEY = "<unreadable-key>"
@@ -32,6 +32,17 @@ def cause_of(record: SourceRecord, position: int) -> dict[str, Any]:
     """An output's `cause`, as a mapping in `Cause`'s field order (the hot path)."""
     return {"topic": record.topic, "partition": record.partition, "offset": record.offset,
             "timestamp": record.timestamp, "position": position}
+
+
+def event_time(record: SourceRecord) -> int:
+    """When `record` happened, as every fold's clock takes it: its Kafka timestamp, within [0, `MAX_MILLIS`].
+
+    The topics that carry time (`streams.topics.TIMED`) are `message.timestamp.type=LogAppendTime`, so this is
+    the broker's clock, whatever a producer's says: a producer an hour ahead cannot time jobs out or make a
+    pool's apps stale early. The bound keeps what a fold adds to a time within 64 bits even for a record of a
+    topic left at `CreateTime` by a producer that stamped it absurdly.
+    """
+    return min(max(record.timestamp, 0), MAX_MILLIS)
 
 
 def record_key(record: SourceRecord) -> str:

@@ -96,7 +96,8 @@ def run_with_batches_of(kafka: str, worker_env: dict[str, str], unique: str, siz
                         ) -> tuple[dict[str, list[bytes]], dict[str, Any]]:
     prefix = f"{unique}b{size}."
     env = {**worker_env, "TRIBUNAL_TOPIC_PREFIX": prefix, "TRIBUNAL_APP_ID": f"{unique}b{size}",
-           "TRIBUNAL_DATA_DIR": str(tmp_path / f"w{size}"), "TRIBUNAL_MAX_BATCH": str(size)}
+           "TRIBUNAL_DATA_DIR": str(tmp_path / f"w{size}"), "TRIBUNAL_MAX_BATCH": str(size),
+           "TRIBUNAL_RECORD_TIME": "producer"}  # the test stamps its records: alike in every run
     tribunal("topics", "create", env=env)
     setup, load = log
     worker = Worker(env, tmp_path / f"w{size}.log")

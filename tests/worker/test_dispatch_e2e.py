@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from tests.helpers import Worker, produce_all, read_committed, tribunal, wait_un
 
 pytestmark = pytest.mark.integration
 NS = "ns-live"
+HOUR = 3_600_000
 
 
 def _cmd(kind: str, **fields: object) -> bytes:
@@ -29,6 +31,7 @@ def test_jobs_start_under_the_caps_finish_frees_a_slot_and_replay_agrees(worker_
     try:
         wait_until_ready(worker, 1)
         jobs = [{"external_id": f"e{i}", "info": f"job {i}", "max_retries": 0, "timeout_ms": 60_000} for i in range(3)]
+        sent = int(time.time() * 1000)
         asyncio.run(produce_all(kafka, [
             (commands, NS.encode(), _cmd("MaxThreadsSet", max=5)),
             (commands, NS.encode(), _cmd("WorkerMaxSet", worker="w1", max=2)),
@@ -37,10 +40,14 @@ def test_jobs_start_under_the_caps_finish_frees_a_slot_and_replay_agrees(worker_
             (ticks, NS.encode(), json.dumps(tick(999, namespace=NS)).encode()),
             (ticks, NS.encode(), json.dumps(tick(5_000, namespace=NS)).encode()),
             (commands, NS.encode(), _cmd("JobFinished", uuid="no-such-job")),
-        ]))
+        ], first_timestamp=sent + HOUR))  # a producer whose clock is an hour ahead: the broker dates its records
+        written = int(time.time() * 1000)
         starts = [json.loads(r.value) for r in asyncio.run(read_committed(kafka, f"{unique}.job-starts", 2))]
-        assert [(s["external_id"], s["attempt"], s["started_at"]) for s in starts] == [
-            ("e0", 1, 5_000), ("e1", 1, 5_000)], worker.log()[-3000:]  # the worker cap holds e2 back
+        assert [(s["external_id"], s["attempt"]) for s in starts] == [("e0", 1), ("e1", 1)], worker.log()[-3000:]
+        # the worker cap holds e2 back; the starts are dated by their assign, as the broker stamped it
+        assert {s["started_at"] for s in starts} == {starts[0]["cause"]["timestamp"]}, starts
+        assert sent - 1_000 <= starts[0]["started_at"] <= written + 1_000, (sent, starts, written)
+        assert starts[0]["deadline"] == starts[0]["started_at"] + 60_000
         [dead] = [json.loads(r.value) for r in asyncio.run(read_committed(kafka, f"{commands}.dlq", 1))]
         assert dead["reason_code"] == "unknown_job"
 
@@ -65,7 +72,8 @@ def test_jobs_start_under_the_caps_finish_frees_a_slot_and_replay_agrees(worker_
         history = tribunal("explain", "--job", starts[2]["uuid"], env=worker_env).stdout
         assert "its worker was at its cap" in history and "worker ran 2 (cap 2)" in history, history  # ticks and
         # commands are two topics: whether the ticks came before the assign varies, what held e2 after it does not
-        assert f"started   attempt 1 at 5000 by {commands}[{cause['partition']}]@{cause['offset']}" in history
+        assert (f"started   attempt 1 at {starts[2]['started_at']} by {commands}[{cause['partition']}]@{cause['offset']}"
+                in history), history
 
         page = tmp_path / "report.html"  # running against the caps, per worker, and the starts' lateness
         tribunal("report", "--namespace", NS, "--output", str(page), env=worker_env)

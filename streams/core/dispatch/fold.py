@@ -5,8 +5,15 @@ earlier acceptable start goes first, ties by assignment order; a job starts only
 namespace runs fewer than its cap and its worker fewer than the worker's (the seed's SQL has `>`
 there, a typo not reproduced). A running attempt that reaches its deadline times out; a timed-out
 or failed job is retried while attempts <= max_retries, keeping its place by acceptable start, and
-fails for good after that. `now` comes only from `Tick` records; a Tick at or before the
-namespace's `now` changes nothing, so two tickers do no harm.
+fails for good after that.
+
+Time: the namespace's `now` is the latest timestamp of its records, commands and `Tick`s alike
+(`source.event_time`: the broker's append time, since those topics are `LogAppendTime`), never a
+clock of the worker's, so replay starts every job at the same `now`. A command dates what it causes:
+after an idle spell in which no Tick came, an assign starts its jobs at its own time, not at the
+last Tick's, and their timeouts count from there. A Tick only moves the clock between commands (the
+timeouts, the assigns whose start came); one at or before `now` changes nothing, so two tickers do
+no harm. A Tick's `now` field is what the ticker read; the broker's stamp is what counts.
 
 Cost: a command or Tick that starts or ends k jobs costs about k log n in the n jobs pending
 (persistent maps and heaps, `state`): the next job to start is the top of `tops`, the merge of the
@@ -29,7 +36,7 @@ from streams.core.dispatch.heap import Heap, advance, entries, of_sorted, pop, p
 from streams.core.dispatch.state import DispatchState, Job, Worker
 from streams.core.intake import error_text, readable
 from streams.core.outputs import Emit
-from streams.core.source import SourceRecord, cause_of, named_key, record_key
+from streams.core.source import SourceRecord, cause_of, event_time, named_key, record_key
 
 DISPATCH_COMMANDS = "dispatch-commands"
 TICKS = "ticks"
@@ -98,10 +105,21 @@ def apply(state: DispatchState, record: SourceRecord, topic: str) -> tuple[Dispa
         admitted = admitted._replace(jobs=admitted.jobs.untouched())
     try:
         command = _parse(record, topic)
-        out = Out(record, command.namespace, admitted)  # the namespace `key_of` gives, without parsing again
-        after = _HANDLERS[type(command)](admitted, command, out)
     except Rejected as rejection:
         return reject(admitted, record, rejection, key_of(record, topic), admitted=True)
+    out = Out(record, command.namespace, admitted)  # the namespace `key_of` gives, without parsing again
+    # A command is dated as a Tick is: what came due by its time happens first, also when it is refused (a
+    # finish that arrives after the deadline finds the attempt timed out, as a Tick between them would have).
+    dated = admitted if isinstance(command, records.Tick) else _advanced(admitted, event_time(record), out)
+    try:
+        after = _HANDLERS[type(command)](dated, command, out)
+    except Rejected as rejection:  # raised before the handler emits or changes anything
+        if dated is not admitted:
+            dated = _schedule(dated, out)  # a timed-out attempt's retry, an assign whose start came
+        if out.seqs is not None:
+            dated = dated._replace(seqs=out.seqs)
+        after, dead = reject(dated, record, rejection, command.namespace, admitted=True)
+        return after, [*out.emits, *dead]
     if out.seqs is not None:
         after = after._replace(seqs=out.seqs)
     return after, out.emits
@@ -177,21 +195,10 @@ def _cancelled(state: DispatchState, command: records.JobCancelled, out: Out) ->
 
 
 def _tick(state: DispatchState, tick: records.Tick, out: Out) -> DispatchState:
-    if tick.now <= state.now:
+    at = event_time(out.record)
+    if at <= state.now:
         return state  # an older or repeated tick (a second ticker, a replayed one): nothing happens
-    now = tick.now
-    state = state._replace(now=now)
-    deadlines, count = state.deadlines, state.deadline_entries
-    while deadlines is not None and deadlines.item[0] <= now:  # timeouts first: they free slots
-        _, _, attempt, uuid = deadlines.item
-        deadlines, count = pop(deadlines), count - 1
-        job = state.jobs.get(uuid)
-        if job is not None and job.running and job.attempt == attempt:
-            out.outcome("JobTimedOut", job, now, final=False)
-            state = _end_attempt(state._replace(deadlines=deadlines, deadline_entries=count), job, out,
-                                 f"timed out after {job.timeout_ms} ms")
-    state = _startable(state._replace(deadlines=deadlines, deadline_entries=count))
-    return _health(_schedule(state, out), out)
+    return _health(_schedule(_advanced(state, at, out), out), out)
 
 
 _HANDLERS: dict[type, Callable[[DispatchState, Any, Out], DispatchState]] = {
@@ -202,6 +209,24 @@ _HANDLERS: dict[type, Callable[[DispatchState, Any, Out], DispatchState]] = {
 
 
 # -- the rules ------------------------------------------------------------------------------------
+
+def _advanced(state: DispatchState, now: int, out: Out) -> DispatchState:
+    """The namespace's clock moved to `now`: the attempts whose deadline came time out (first: they free slots)
+    and the assigns whose expected start came join their workers' ready queues. Nothing starts here."""
+    if now <= state.now:
+        return state
+    state = state._replace(now=now)
+    deadlines, count = state.deadlines, state.deadline_entries
+    while deadlines is not None and deadlines.item[0] <= now:  # timeouts first: they free slots
+        _, _, attempt, uuid = deadlines.item
+        deadlines, count = pop(deadlines), count - 1
+        job = state.jobs.get(uuid)
+        if job is not None and job.running and job.attempt == attempt:
+            out.outcome("JobTimedOut", job, now, final=False)
+            state = _end_attempt(state._replace(deadlines=deadlines, deadline_entries=count), job, out,
+                                 f"timed out after {job.timeout_ms} ms")
+    return _startable(state._replace(deadlines=deadlines, deadline_entries=count))
+
 
 def _running(state: DispatchState, uuid: str, verb: str) -> Job:
     job = state.jobs.get(uuid)

@@ -22,7 +22,7 @@ from streams.core.outputs import Emit
 from streams.core.pools import decider, justice
 from streams.core.pools.decider import DeciderState
 from streams.core.pools.justice import JusticeState
-from streams.core.source import SourceRecord, cause_of, named_key, record_key
+from streams.core.source import SourceRecord, cause_of, event_time, named_key, record_key
 
 POLICIES = "policies"
 CLUSTER_EVENTS = "cluster-events"
@@ -99,7 +99,7 @@ def _load(adapter: TypeAdapter[Any], record: SourceRecord, what: str) -> object:
 def _policy(state: PoolState, record: SourceRecord, pool: str) -> tuple[PoolState, list[Emit]]:
     policy = _load(_POLICY, record, "policy")
     if isinstance(policy, DeciderPolicy):
-        started, verdict = decider.adopt(state.decider, policy, record.timestamp)
+        started, verdict = decider.adopt(state.decider, policy, event_time(record))
         return _decision(state, started, record, pool, _trigger("policy"), verdict)
     assert isinstance(policy, JusticePolicy)
     rules = justice.adopt(state.justice, policy)
@@ -117,10 +117,10 @@ def _cluster(state: PoolState, record: SourceRecord, pool: str) -> tuple[PoolSta
     if isinstance(event, PoolTick):  # the clock: nothing to do before a decider policy, nor under an untimed one
         if state.decider is None or state.decider.timing is None:
             return state, []
-        state, current, emits = _advance(state, record, pool, state.decider, event.now)
+        state, current, emits = _advance(state, record, pool, state.decider, event_time(record))
         return state._replace(decider=current), emits
     current = _decider_of(state, pool)
-    state, current, emits = _advance(state, record, pool, current, record.timestamp)
+    state, current, emits = _advance(state, record, pool, current, event_time(record))
     if isinstance(event, PoolCapacitySet):
         new, verdict = decider.set_capacity(current, event.capacity)
         trigger = _trigger("capacity", capacity=event.capacity)
@@ -176,12 +176,12 @@ def _decider_metric(state: PoolState, record: SourceRecord, pool: str) -> tuple[
     if current.timing is None:
         new, verdict = decider.on_metric(current, key, metrical)
         return _decision(state, new, record, pool, trigger, verdict, current)
-    last = current.timing.reported.get(key)
-    if last is not None and record.timestamp < last:
-        raise Rejected("out_of_order", f"app {app!r} reported at {record.timestamp}, before its last report "
+    last, at = current.timing.reported.get(key), event_time(record)
+    if last is not None and at < last:
+        raise Rejected("out_of_order", f"app {app!r} reported at {at}, before its last report "
                                        f"applied ({last}): reports are applied in event time")
-    state, current, emits = _advance(state, record, pool, current, record.timestamp, fresh=key)
-    new, verdict = decider.on_report(current, key, metrical, record.timestamp)
+    state, current, emits = _advance(state, record, pool, current, at, fresh=key)
+    new, verdict = decider.on_report(current, key, metrical, at)
     state, emitted = _decision(state, new, record, pool, trigger, verdict, current)
     return state, [*emits, *emitted]
 

@@ -24,7 +24,7 @@ from streams.core.deadletter import Rejected
 from streams.core.intake import error_text, readable
 from streams.core.outputs import Emit
 from streams.core.shards import plans
-from streams.core.source import SourceRecord, cause_of, named_key, record_key
+from streams.core.source import SourceRecord, cause_of, event_time, named_key, record_key
 
 SHARD_EVENTS = "shard-events"
 SHARD_ACKS = "shard-acks"
@@ -43,6 +43,8 @@ class ShardState(NamedTuple):
 
     nodes: Mapping[str, str] = NO_NODES  # live node -> address
     incarnations: Mapping[str, int] = NO_COUNTS  # live node -> its incarnation (0: not said)
+    newest: int = 0  # the newest registration (zxid) the log has told of, of any node, lost ones too, or the
+    # newest snapshot's: a snapshot read before it is stale, whoever is live now
     tasks: int = 0
     strategy: str = "scope"
     plan: Mapping[str, Any] | None = None
@@ -97,8 +99,10 @@ def _parse(record: SourceRecord, topic: str, job_set: str) -> Any:
 
 def _changed(state: ShardState, event: Any, record: SourceRecord) -> tuple[ShardState, list[Emit]]:
     nodes, incs, tasks, strategy = dict(state.nodes), dict(state.incarnations), state.tasks, state.strategy
+    newest = state.newest
     if isinstance(event, records.NodeJoined):
         _join(nodes, incs, event)
+        newest = max(newest, event.incarnation)
     elif isinstance(event, records.NodeLost):
         if not event.incarnation or event.incarnation == incs.get(event.node, 0) or not incs.get(event.node):
             nodes.pop(event.node, None)
@@ -110,10 +114,13 @@ def _changed(state: ShardState, event: Any, record: SourceRecord) -> tuple[Shard
         twice = sorted({n for n in listed if listed.count(n) > 1})
         if twice:
             raise Rejected("duplicate_node", f"the snapshot lists {twice} more than once")
-        if event.zxid and event.zxid < max(state.incarnations.values(), default=0):
-            return state, []  # read before a registration the log has already: stale
+        if event.zxid and event.zxid < newest:
+            return state, []  # read before a registration the log has already (of a node since lost, maybe): stale
         nodes = {n.node: n.address for n in event.nodes}
         incs = {n.node: n.incarnation or state.incarnations.get(n.node, 0) for n in event.nodes}
+        newest = max(newest, event.zxid, *incs.values())
+    if newest != state.newest:
+        state = state._replace(newest=newest)
     if (nodes, incs, tasks, strategy) == (dict(state.nodes), dict(state.incarnations), state.tasks, state.strategy):
         return state, []  # ZooKeeper told us what the log said already
     joined = sorted(n for n in nodes if (nodes[n], incs[n]) != (state.nodes.get(n), state.incarnations.get(n)))
@@ -127,7 +134,7 @@ def _changed(state: ShardState, event: Any, record: SourceRecord) -> tuple[Shard
             "tasks": tasks, "nodes": dict(state.nodes), "incarnations": dict(state.incarnations),
             "ranges": {node: [list(span) for span in spans] for node, spans in ranges.items()},
             "moved": plans.moved(before, ranges), "change": change, "joined": joined, "lost": lost,
-            "awaiting": list(state.nodes), "released": not state.nodes, "published_at": record.timestamp,
+            "awaiting": list(state.nodes), "released": not state.nodes, "published_at": event_time(record),
             "paused_ms": 0 if not state.nodes else None}
     return _publish(state, plan, record)
 
@@ -166,7 +173,7 @@ def _acknowledged(state: ShardState, ack: records.ShardAck, record: SourceRecord
         return state, []  # an earlier epoch's, or said already: nothing waits for it
     awaiting = [n for n in state.plan["awaiting"] if n != ack.node]
     plan = {**state.plan, "awaiting": awaiting, "released": not awaiting,
-            "paused_ms": None if awaiting else max(0, record.timestamp - state.plan["published_at"])}
+            "paused_ms": None if awaiting else max(0, event_time(record) - state.plan["published_at"])}
     return _publish(state, plan, record)
 
 
@@ -177,7 +184,8 @@ def _publish(state: ShardState, plan: dict[str, Any], record: SourceRecord) -> t
 
 
 def dump(state: ShardState) -> dict[str, Any]:
-    return {"nodes": dict(state.nodes), "incarnations": dict(state.incarnations), "tasks": state.tasks,
+    return {"nodes": dict(state.nodes), "incarnations": dict(state.incarnations), "newest": state.newest,
+            "tasks": state.tasks,
             "strategy": state.strategy, "plan": state.plan,
             "seqs": dict(state.seqs), "offsets": dict(state.offsets), "applied": state.applied}
 
@@ -186,6 +194,8 @@ def load(data: Mapping[str, Any] | None) -> ShardState:
     if not data:
         return ShardState()
     return ShardState(nodes=MappingProxyType(dict(data["nodes"])),
-                      incarnations=MappingProxyType(dict(data["incarnations"])), tasks=int(data["tasks"]),
+                      incarnations=MappingProxyType(dict(data["incarnations"])),
+                      newest=int(data.get("newest", max(data["incarnations"].values(), default=0))),
+                      tasks=int(data["tasks"]),
                       strategy=str(data["strategy"]), plan=data["plan"], seqs=dict(data["seqs"]),
                       offsets=dict(data["offsets"]), applied=int(data["applied"]))

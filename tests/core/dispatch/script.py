@@ -35,17 +35,24 @@ class Script:
     def __init__(self, state: DispatchState | None = None) -> None:
         self.state = state or DispatchState()
         self.offset = 0
+        self.clock = 0  # the broker's: each Tick's `now` is when it was appended, and a command the time of the
+        # last Tick before it (a ticker in step with the broker); `at` dates a record otherwise
         self.outputs: list[Emit] = []
 
-    def record(self, value: dict[str, Any] | bytes, key: str | None = NS) -> tuple[SourceRecord, str]:
+    def record(self, value: dict[str, Any] | bytes, key: str | None = NS,
+               at: int | None = None) -> tuple[SourceRecord, str]:
         is_tick = isinstance(value, dict) and value.get("type") == "Tick"
         topic = dispatch.TICKS if is_tick else dispatch.DISPATCH_COMMANDS
         body = value if isinstance(value, bytes) else json.dumps(value).encode()
         self.offset += 1
-        return SourceRecord(topic, 0, self.offset, 1_000 + self.offset, key.encode() if key else None, body), topic
+        if at is None and is_tick and isinstance(value, dict) and isinstance(value.get("now"), int):
+            at = value["now"]
+        timestamp = self.clock if at is None else at
+        self.clock = max(self.clock, timestamp)
+        return SourceRecord(topic, 0, self.offset, timestamp, key.encode() if key else None, body), topic
 
-    def feed(self, value: dict[str, Any] | bytes, key: str | None = NS) -> list[dict[str, Any]]:
-        record, topic = self.record(value, key)
+    def feed(self, value: dict[str, Any] | bytes, key: str | None = NS, at: int | None = None) -> list[dict[str, Any]]:
+        record, topic = self.record(value, key, at)
         self.state, outputs = dispatch.apply(self.state, record, topic)
         self.outputs.extend(outputs)
         return [dict(o.record) for o in outputs]

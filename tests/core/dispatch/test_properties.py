@@ -20,11 +20,13 @@ WORKERS = ("a", "b", "c")
 
 @st.composite
 def scripts(draw: st.DrawFn) -> list[tuple[str, Any]]:
-    """Steps: ("cmd", value) or ("finish" | "fail" | "cancel", index of a job assigned so far)."""
+    """Steps: ("cmd", value), ("finish" | "fail" | "cancel", index of a job assigned so far), or ("wait", ms): time
+    passes with no Tick (the ticker stopped for an idle namespace), and the next command is dated after it."""
     steps: list[tuple[str, Any]] = []
     now = 0
     for _ in range(draw(st.integers(1, 40))):
-        kind = draw(st.sampled_from(["assign", "assign", "tick", "tick", "max", "wmax", "finish", "fail", "cancel"]))
+        kind = draw(st.sampled_from(["assign", "assign", "tick", "tick", "max", "wmax", "finish", "fail", "cancel",
+                                     "wait"]))
         if kind == "assign":
             start = now + draw(st.integers(-50, 300))
             steps.append(("cmd", assign(draw(st.sampled_from(WORKERS)), max(0, start),
@@ -38,6 +40,10 @@ def scripts(draw: st.DrawFn) -> list[tuple[str, Any]]:
         elif kind == "wmax":
             steps.append(("cmd", command("WorkerMaxSet", worker=draw(st.sampled_from(WORKERS)),
                                          max=draw(st.integers(0, 3)))))
+        elif kind == "wait":
+            waited = draw(st.integers(1, 400))
+            now += waited
+            steps.append(("wait", waited))
         else:
             steps.append((kind, draw(st.integers(0, 30))))
     return steps
@@ -52,6 +58,9 @@ def folded(steps: list[tuple[str, Any]], split: int | None = None,
     for i, (kind, arg) in enumerate(steps):
         if i == split:
             s.state = load(dump(s.state), buckets(s.state))
+        if kind == "wait":
+            s.clock += arg
+            continue
         if kind == "cmd":
             value = arg
         elif uuids:
@@ -114,6 +123,25 @@ def test_caps_order_and_outcomes_hold(steps: list[tuple[str, Any]]) -> None:
         assert job.attempt <= job.max_retries + 1
         assert job.expected_start <= job.started_at or not job.running
         assert job.running == (uuid in running)
+
+
+@settings(max_examples=300, deadline=None)
+@given(scripts())
+def test_a_start_is_dated_no_earlier_than_its_record_and_no_attempt_times_out_early(
+        steps: list[tuple[str, Any]]) -> None:
+    """Also after time passed with no Tick: the namespace's clock never lags the record that starts a job, and
+    an attempt times out only once its whole timeout has passed since its start."""
+    started: dict[tuple[str, int], int] = {}  # (uuid, attempt) -> started_at
+    timeouts: dict[str, int] = {}
+    for s, outputs in folded(steps):
+        for o in outputs:
+            if o["type"] == "JobStarted":
+                assert o["started_at"] >= o["cause"]["timestamp"], o
+                timeout = timeouts.setdefault(o["uuid"], s.state.jobs[o["uuid"]].timeout_ms)
+                assert o["deadline"] == o["started_at"] + timeout
+                started[(o["uuid"], o["attempt"])] = o["started_at"]
+            elif o["type"] == "JobTimedOut":
+                assert o["at"] - started[(o["uuid"], o["attempt"])] >= timeouts[o["uuid"]], o
 
 
 @settings(max_examples=200, deadline=None)

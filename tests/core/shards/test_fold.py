@@ -132,3 +132,35 @@ def test_stale_membership_changes_nothing() -> None:
     assert log.state.epoch == epoch and log.state.incarnations == {"1": 5, "2": 9}
     log.send("NodeLost", node="2", incarnation=9)
     assert log.plans[-1]["lost"] == ["2"]
+
+
+def test_a_snapshot_read_before_a_registration_of_a_node_since_lost_changes_nothing() -> None:
+    """A deposed leader read /live (zxid 6) before n2 registered (7); since then n2 and n1 were lost. Its
+    snapshot must not bring back n1, whose loss the log has, nor publish an epoch that awaits it."""
+    log = ShardLog()
+    log.send("TaskCountSet", tasks=10)
+    log.send("NodeJoined", node="n1", address="a:1", incarnation=5)
+    log.send("NodeJoined", node="n2", address="b:1", incarnation=7)
+    log.send("NodeLost", node="n2", incarnation=7)
+    log.send("NodeLost", node="n1", incarnation=5)
+    epoch = log.state.epoch
+    assert log.plans[-1]["nodes"] == {} and log.plans[-1]["released"]
+    assert log.send("NodesSnapshot", nodes=[{"node": "n1", "address": "a:1", "incarnation": 5}], zxid=6) == []
+    assert log.state.epoch == epoch and dict(log.state.nodes) == {}
+    log.send("NodeJoined", node="n3", address="c:1", incarnation=11)  # a stale snapshot cannot drop a live node
+    assert log.send("NodesSnapshot", nodes=[], zxid=10) == [] and list(log.state.nodes) == ["n3"]
+    assert log.send("NodesSnapshot", nodes=[{"node": "n3", "address": "c:1", "incarnation": 11}], zxid=12) == []
+    assert log.state.newest == 12  # a newer snapshot is news, and fences the ones read before it
+    assert log.send("NodesSnapshot", nodes=[{"node": "n3", "address": "c:1", "incarnation": 11}], zxid=11) == []
+    out = log.send("NodesSnapshot", nodes=[], zxid=13)  # n3's loss, seen by a snapshot: a new epoch
+    assert dict(out[0].record)["lost"] == ["n3"]
+
+
+def test_the_newest_registration_survives_the_table() -> None:
+    log = ShardLog()
+    log.send("NodeJoined", node="n1", address="a:1", incarnation=5)
+    log.send("NodeLost", node="n1", incarnation=5)
+    reloaded = shards.load(shards.dump(log.state))
+    assert reloaded == log.state and reloaded.newest == 5
+    legacy = {k: v for k, v in shards.dump(log.state).items() if k != "newest"}  # stored by an earlier version
+    assert shards.load(legacy).newest == 0

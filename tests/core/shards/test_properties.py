@@ -65,3 +65,47 @@ def test_ring_moves_only_to_a_joiner_and_about_a_share_of_the_tasks(nodes: set[s
     assert plans.moved(before, after) <= 2 * tasks / (len(nodes) + 1) + 2 * tasks ** 0.5
     lost = plans.ring({**live, new: "h"}, tasks), plans.ring(live, tasks)  # and back: only its tasks move
     assert {old for _, _, old, _ in plans.changes(*lost)} <= {new}
+
+
+@st.composite
+def memberships(draw: st.DrawFn) -> list[tuple[str, str, int, list[str]]]:
+    """Joins and losses as ZooKeeper orders them (each registration a higher zxid), and snapshots read at any
+    zxid so far, some of them (a deposed leader's) older than registrations published since."""
+    steps: list[tuple[str, str, int, list[str]]] = []
+    zxid, live = 0, {}
+    for _ in range(draw(st.integers(1, 30))):
+        kind = draw(st.sampled_from(["join", "join", "lose", "snapshot"]))
+        node = draw(st.sampled_from(["n1", "n2", "n3"]))
+        if kind == "join" and node not in live:
+            zxid += draw(st.integers(1, 3))
+            live[node] = zxid
+            steps.append(("join", node, zxid, []))
+        elif kind == "lose" and node in live:
+            steps.append(("lose", node, live.pop(node), []))
+            zxid += 1
+        elif kind == "snapshot":
+            read = draw(st.integers(0, zxid))
+            listed = draw(st.lists(st.sampled_from(["n1", "n2", "n3"]), unique=True))
+            steps.append(("snapshot", "", read, listed))
+    return steps
+
+
+@settings(max_examples=200, deadline=None)
+@given(memberships())
+def test_a_snapshot_read_before_the_newest_registration_never_changes_the_membership(
+        steps: list[tuple[str, str, int, list[str]]]) -> None:
+    log, newest = ShardLog(), 0
+    log.send("TaskCountSet", tasks=10)
+    for kind, node, zxid, listed in steps:
+        before = log.state
+        if kind == "join":
+            log.send("NodeJoined", node=node, address=f"{node}:1", incarnation=zxid)
+        elif kind == "lose":
+            log.send("NodeLost", node=node, incarnation=zxid)
+        else:
+            nodes = [{"node": n, "address": f"{n}:1", "incarnation": 0} for n in listed]
+            out = log.send("NodesSnapshot", nodes=nodes, zxid=zxid)
+            if 0 < zxid < newest:
+                assert out == [] and (log.state.nodes, log.state.plan) == (before.nodes, before.plan)
+        newest = max(newest, zxid)
+        assert log.state.newest == newest
