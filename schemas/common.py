@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 MAX_MILLIS = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z: the latest time a record may name, or a clock take
@@ -19,6 +19,19 @@ def fits_int64(value: object) -> bool:
     if isinstance(value, list | tuple):
         return all(fits_int64(v) for v in value)
     return True  # a nested model checked its own fields
+
+
+def _number(value: object) -> object:
+    if isinstance(value, bool | str | bytes):
+        raise ValueError("an integer is a JSON number, not true, false or text")
+    return value
+
+
+NUMBER = BeforeValidator(_number)
+"""An integer field's last annotation, after its `Field` (whose bounds then reach the JSON Schema): the integer as
+JSON Schema has it, `5` or `5.0`, never `false` or `"5"` (pydantic's lax mode takes both; its strict mode refuses
+`5.0`, which the schema allows). What the schema says is what is accepted, from a producer on Kafka and from a
+request to the REST API alike."""
 
 
 class Bounded(BaseModel):

@@ -11,11 +11,12 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
-from schemas.common import INT64_MAX, MAX_MILLIS, Cause, Record
+from schemas.common import INT64_MAX, MAX_MILLIS, NUMBER, Cause, Record
 
 Name = Annotated[str, Field(min_length=1, max_length=200)]
-Millis = Annotated[int, Field(ge=0, le=MAX_MILLIS, description="milliseconds since the epoch (at most 9999-12-31)")]
-Cap = Annotated[int, Field(ge=0, le=INT64_MAX, description="jobs that may run at once")]
+Millis = Annotated[int, Field(ge=0, le=MAX_MILLIS, description="milliseconds since the epoch (at most 9999-12-31)"),
+                   NUMBER]
+Cap = Annotated[int, Field(ge=0, le=INT64_MAX, description="jobs that may run at once"), NUMBER]
 MAX_JOBS_PER_ASSIGN = 10_000
 MAX_TIMEOUT_MS = 366 * 24 * 3600 * 1000  # a timeout of more than a year is not a timeout
 
@@ -41,14 +42,15 @@ class JobSpec(Record):
     external_id: str = Field(max_length=200, description="the client's own id for the job")
     info: str = Field("", max_length=1_000, description="opaque to the dispatcher; handed to the listener "
                       "(bounded: a namespace's jobs are stored in 256 table entries of at most 1 MB each)")
-    max_retries: int = Field(0, ge=0, le=1_000)
-    timeout_ms: int = Field(60_000, ge=1, le=MAX_TIMEOUT_MS,
-                            description="how long an attempt may run (at most 366 days)")
+    max_retries: Annotated[int, Field(ge=0, le=1_000), NUMBER] = 0
+    timeout_ms: Annotated[int, Field(ge=1, le=MAX_TIMEOUT_MS, description="how long an attempt may run (at most "
+                                     "366 days)"), NUMBER] = 60_000
 
 
 class Assignment(Record):
     """The seed's `JobAssign`: n jobs for `worker`, each expected at `start`, acceptable starts spread
-    evenly over [start, end] (first at `start`, last at `end`; one job: `start`)."""
+    evenly over [start, end] (first at `start`, last at `end`; one job: `start`). `end` must not be before
+    `start` (a rule between two fields, which JSON Schema cannot state)."""
 
     worker: Name
     start: Millis

@@ -9,19 +9,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, TypeAdapter
 from pydantic.json_schema import models_json_schema
 
 from schemas.common import Record
-from schemas.dispatch import Assignment
+from schemas.dispatch import Assignment, Cap, Name
 
 
 class CapBody(Record):
-    max: int = Field(ge=0, description="jobs that may run at once")
+    max: Cap
 
 
 class AssignBody(Assignment):
-    """The seed's `JobAssign`: expected at `start`, acceptable starts spread evenly over [start, end]."""
+    """The seed's `JobAssign`: expected at `start`, acceptable starts spread evenly over [start, end]; `end`
+    must not be before `start`."""
 
 
 class FailBody(Record):
@@ -48,9 +49,10 @@ class Problem(BaseModel):
 
 
 MODELS: tuple[type[BaseModel], ...] = (AssignBody, CapBody, FailBody, Problem, Written)
-NS = {"name": "namespace", "in": "path", "required": True, "schema": {"type": "string"}}
-WORKER = {"name": "worker", "in": "path", "required": True, "schema": {"type": "string"}}
-UUID = {"name": "uuid", "in": "path", "required": True, "schema": {"type": "string"}}
+NAME = TypeAdapter(Name).json_schema()  # a path names what a command's field names: the same bounds
+NS = {"name": "namespace", "in": "path", "required": True, "schema": NAME}
+WORKER = {"name": "worker", "in": "path", "required": True, "schema": NAME}
+UUID = {"name": "uuid", "in": "path", "required": True, "schema": NAME}
 
 
 def _ref(model: str) -> dict[str, Any]:
@@ -61,9 +63,9 @@ def _problem(description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/problem+json": {"schema": _ref("Problem")}}}
 
 
-def _write(summary: str, params: list[dict[str, Any]], body: str | None) -> dict[str, Any]:
+def _write(summary: str, params: list[dict[str, Any]], body: str | None, description: str = "") -> dict[str, Any]:
     operation: dict[str, Any] = {
-        "summary": summary, "parameters": params,
+        "summary": summary, "parameters": params, **({"description": description} if description else {}),
         "responses": {"202": {"description": "written to dispatch-commands",
                               "content": {"application/json": {"schema": _ref("Written")}}},
                       "422": _problem("the body or a path parameter is invalid"),
@@ -92,7 +94,10 @@ def openapi() -> dict[str, Any]:
             "/namespaces/{namespace}": _read("A namespace: caps, counts, workers and up to 1,000 jobs", [NS]),
             "/namespaces/{namespace}/max-threads": _write("Set the namespace's cap (setMaxThreads)", [NS], "CapBody"),
             "/namespaces/{namespace}/workers/{worker}/max": _write("Set a worker's cap", [NS, WORKER], "CapBody"),
-            "/namespaces/{namespace}/assignments": _write("Assign jobs (assignJob)", [NS], "AssignBody"),
+            "/namespaces/{namespace}/assignments": _write(
+                "Assign jobs (assignJob)", [NS], "AssignBody",
+                "`end` must not be before `start` (422 otherwise): a rule between two fields, which the schema "
+                "cannot state."),
             "/namespaces/{namespace}/jobs/{uuid}": _read("A pending or running job", [NS, UUID]),
             "/namespaces/{namespace}/jobs/{uuid}/finish": _write("Report a running job done (finishJob)",
                                                                  [NS, UUID], None),

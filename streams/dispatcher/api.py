@@ -91,8 +91,12 @@ class Api:
         self.client, self.worker_web = client, worker_web
 
     async def _body(self, request: web.Request, model: type[BaseModel]) -> Any:
+        """The request's JSON body as `model` (`false` is no integer: `schemas.common.Integer`); every operation
+        with a body requires one, even where each of its fields has a default."""
         raw = await request.read()
-        return model.model_validate_json(raw or b"{}")
+        if not raw:
+            raise web.HTTPUnprocessableEntity(text=f"a JSON body ({model.__name__}) is required")
+        return model.model_validate_json(raw)
 
     async def _send(self, command: records.Command, jobs: int = 0) -> web.Response:
         """Write `command`; 202 with its coordinates (and, for an assign of `jobs` jobs, their uuids)."""

@@ -4,9 +4,14 @@ bad requests get problem bodies, and the served OpenAPI document is the checked-
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +22,8 @@ from streams.infra.cluster import free_ports
 from tests.helpers import Service, Worker, wait_until_ready
 
 pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+FUZZ_SEED = 35
 
 
 def call(base: str, method: str, path: str, body: Any = None, raw: bytes | None = None) -> tuple[int, str, Any]:
@@ -30,8 +37,9 @@ def call(base: str, method: str, path: str, body: Any = None, raw: bytes | None 
         return e.code, e.headers.get_content_type(), json.loads(e.read())
 
 
-def test_the_rest_api_writes_reads_and_refuses_with_problems(worker_env: dict[str, str], worker: Worker,
-                                                            tmp_path: Path) -> None:
+@contextmanager
+def serving(worker_env: dict[str, str], worker: Worker, tmp_path: Path) -> Iterator[tuple[str, Service]]:
+    """`tribunal dispatcher-api` on a free port, answering, beside a worker that has its partitions."""
     [port] = free_ports(1)
     api = Service(worker_env, tmp_path / "api.log", "dispatcher-api", "--port", str(port))
     api.start()
@@ -41,11 +49,20 @@ def test_the_rest_api_writes_reads_and_refuses_with_problems(worker_env: dict[st
         deadline = time.monotonic() + 60
         while True:
             try:
-                status, _, served = call(base, "GET", "/openapi.json")
+                call(base, "GET", "/openapi.json")
                 break
             except (urllib.error.URLError, ConnectionError):
                 assert time.monotonic() < deadline, api.log()
                 time.sleep(0.2)
+        yield base, api
+    finally:
+        api.stop()
+
+
+def test_the_rest_api_writes_reads_and_refuses_with_problems(worker_env: dict[str, str], worker: Worker,
+                                                            tmp_path: Path) -> None:
+    with serving(worker_env, worker, tmp_path) as (base, api):
+        status, _, served = call(base, "GET", "/openapi.json")
         assert status == 200 and served == json.loads(OPENAPI.read_text())
 
         status, _, body = call(base, "POST", "/namespaces/api/max-threads", {"max": 1})
@@ -99,5 +116,43 @@ def test_the_rest_api_writes_reads_and_refuses_with_problems(worker_env: dict[st
         assert counted[("POST", "/namespaces/{namespace}/assignments", "422")] == 1
         assert counted[("GET", "/namespaces/{namespace}/jobs/{uuid}", "404")] >= 2
         assert "process_cpu_seconds" in families
-    finally:
-        api.stop()
+
+
+def test_requests_are_taken_as_the_document_types_them(worker_env: dict[str, str], worker: Worker,
+                                                       tmp_path: Path) -> None:
+    """Found by schemathesis: booleans taken for integers, a required body missing, integers the document allows
+    refused. An integer is a JSON number (`5.0` too), never `false` or `"5"`; every integer has its bounds."""
+    with serving(worker_env, worker, tmp_path) as (base, _):
+        for path in ("/namespaces/api/max-threads", "/namespaces/api/workers/w1/max"):
+            for bad in (False, True, "5", 1.5, -1, 1 << 63):
+                status, _, problem = call(base, "POST", path, {"max": bad})
+                assert status == 422 and problem["errors"][0]["loc"] == ["max"], (path, bad, problem)
+            assert [call(base, "POST", path, {"max": good})[0] for good in (0, 5.0, (1 << 63) - 1)] == [202] * 3
+        jobs = [{"external_id": "x", "max_retries": False}]
+        status, _, problem = call(base, "POST", "/namespaces/api/assignments", {"worker": "w", "start": 0, "end": 0,
+                                                                                 "jobs": jobs})
+        assert status == 422 and problem["errors"][0]["loc"] == ["jobs", 0, "max_retries"], problem
+        status, _, problem = call(base, "POST", "/namespaces/api/jobs/some-job/fail")  # its body is required
+        assert status == 422 and "body" in problem["detail"], problem
+        assert call(base, "POST", "/namespaces/api/jobs/some-job/fail", {})[0] == 202  # with every field defaulted
+        document = call(base, "GET", "/openapi.json")[2]
+        timeout = document["components"]["schemas"]["JobSpec"]["properties"]["timeout_ms"]
+        assert (timeout["minimum"], timeout["maximum"]) == (1, 366 * 24 * 3600 * 1000)
+        assert document["paths"]["/namespaces/{namespace}"]["get"]["parameters"][0]["schema"] == {
+            "type": "string", "minLength": 1, "maxLength": 200}
+
+
+def test_the_api_keeps_its_openapi_contract_under_a_fuzzer(worker_env: dict[str, str], worker: Worker,
+                                                           tmp_path: Path) -> None:
+    """schemathesis, a third-party OpenAPI fuzzer, with every check it has, on a fixed seed (a failure reproduces
+    with the command it prints): 0 failures."""
+    with serving(worker_env, worker, tmp_path) as (base, api):
+        hooks = {"SCHEMATHESIS_HOOKS": "tests.dispatcher.schemathesis_hooks", "PYTHONPATH": str(ROOT)}
+        done = subprocess.run([str(Path(sys.executable).parent / "schemathesis"), "run", f"{base}/openapi.json",
+                               "--checks", "all", "--seed", str(FUZZ_SEED), "--max-examples", "40", "--workers", "1",
+                               "--generation-database", "none", "--no-color"],
+                              env={**os.environ, **hooks}, cwd=tmp_path, capture_output=True, text=True, timeout=480)
+        report = done.stdout + done.stderr
+        assert done.returncode == 0 and "No issues found" in report, report[-8000:]
+        assert "8 passed" in report  # every operation was tried
+        assert api.alive and worker.alive
