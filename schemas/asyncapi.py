@@ -72,7 +72,7 @@ TOPICS: tuple[Topic, ...] = (
     Topic("ticks", NAMESPACE, ("Tick",), (TICKER,), _INPUT_READERS,
           "The dispatcher's time: the worker reads no clock."),
     Topic("job-starts", NAMESPACE, ("JobStarted",), (WORKER,), (DISPATCH_CLIENT, AUDIT), "When each timed job starts."),
-    Topic("job-outcomes", NAMESPACE, ("JobOutcome",), (WORKER,), (DISPATCH_CLIENT, AUDIT),
+    Topic("job-outcomes", NAMESPACE, ("JobOutcome", "JobsAccepted"), (WORKER,), (DISPATCH_CLIENT, AUDIT),
           "What became of each command."),
     Topic("dispatcher-health", NAMESPACE, ("DispatcherHealth",), (WORKER,), (TICKER, DOWNSTREAM, AUDIT),
           "A namespace's queues and running jobs.", compacted=True),

@@ -10,11 +10,17 @@ from __future__ import annotations
 
 import logging
 import ssl
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from streams.errors import ConfigError
 from streams.settings import Settings
 
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    M = TypeVar("M", bound=BaseModel)
+
+log = logging.getLogger(__name__)
 FETCH_WAIT_MS = 100
 """How long the broker may hold a fetch for data, for a worker's side consumer and for its Faust consumer while
 it recovers. A broker answers one connection's requests in order, so an offset lookup sent behind a held
@@ -127,3 +133,38 @@ def admin(bootstrap: str, **options: Any) -> Any:
     from aiokafka.admin import AIOKafkaAdminClient
 
     return AIOKafkaAdminClient(bootstrap_servers=bootstrap, **{**security(), **options})
+
+
+def json_object(record: Any) -> dict[str, Any] | None:
+    """A consumed record's value as a JSON object, or None, with a warning naming where it is, when it is not
+    one. A client reads what other programs wrote: it skips what it cannot read and goes on past it (its offset
+    is committed with the rest), rather than stop and read the same record again forever."""
+    import orjson
+
+    if not record.value:
+        return None  # a tombstone, or nothing: nothing to read, and nothing wrong
+    try:
+        value = orjson.loads(record.value)
+    except orjson.JSONDecodeError as e:
+        _skipped(record, f"not JSON ({e})")
+        return None
+    if not isinstance(value, dict):
+        _skipped(record, "not a JSON object")
+        return None
+    return value
+
+
+def validated(record: Any, value: dict[str, Any], model: type[M]) -> M | None:
+    """`value` (read from `record`) as `model`, or None, with a warning, when it is not one (see `json_object`)."""
+    from pydantic import ValidationError
+
+    try:
+        return model.model_validate(value)
+    except ValidationError as e:
+        first = e.errors(include_url=False)[0]
+        _skipped(record, f"not a {model.__name__}: {'.'.join(map(str, first['loc']))}: {first['msg']}")
+        return None
+
+
+def _skipped(record: Any, why: str) -> None:
+    log.warning("skipped %s[%d]@%d: %s", record.topic, record.partition, record.offset, why)

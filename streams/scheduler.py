@@ -24,9 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
-from schemas.limits import SchedulerAlert
+from schemas.limits import JobOffers, RejectionLimit, SchedulerAlert
 from streams import kafka
 from streams.core.groups import JOB_OFFERS, REJECTION_LIMITS
 from streams.settings import Settings
@@ -164,12 +162,16 @@ class SchedulerClient:
                 self._alert()
 
     def _follow(self, record: Any) -> None:
-        value = orjson.loads(record.value)
+        """Take the latest limit and offers of this scheduler's group; a record that cannot be read is logged and
+        passed over (`kafka.json_object`)."""
+        value = kafka.json_object(record)
+        if value is None or value.get("group") != self.group:
+            return
         if record.topic == self.settings.topic(REJECTION_LIMITS):
-            if value.get("group") == self.group and value.get("scheduler") == self.scheduler:
+            if value.get("scheduler") == self.scheduler and kafka.validated(record, value, RejectionLimit):
                 self.limit = value
-        elif value.get("group") == self.group:
-            self.offers = dict(value["offers"])
+        elif (offers := kafka.validated(record, value, JobOffers)) is not None:
+            self.offers = dict(offers.offers)
 
     async def run(self, stop: asyncio.Event) -> None:
         self.loop = asyncio.get_running_loop()

@@ -9,7 +9,8 @@ follows `job-starts` and `job-outcomes` (read_committed) in a consumer group of 
 `on_job_fail` for each job that failed for good. Offsets are committed after the listeners
 returned, so a restarted client sees a start again rather than never: a listener must be
 idempotent by (uuid, attempt). A listener that raises is logged and the next record delivered
-(its record counts as delivered: the listener owns its own retries).
+(its record counts as delivered: the listener owns its own retries). A record that cannot be read (not
+JSON, or not the record its topic carries) is logged and passed over likewise: the client never stops on one.
 """
 
 from __future__ import annotations
@@ -20,8 +21,6 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
-
-import orjson
 
 from schemas import dispatch as records
 from streams import kafka
@@ -166,24 +165,25 @@ class DispatcherClient:
                 batch = await consumer.getmany(timeout_ms=500)
                 for tp in sorted(batch, key=lambda tp: (tp.topic, tp.partition)):
                     for message in batch[tp]:
-                        await self._deliver(tp.topic == starts, message.value)
+                        await self._deliver(tp.topic == starts, message)
                 if batch:
                     await consumer.commit()
         finally:
             await consumer.stop()
 
-    async def _deliver(self, is_start: bool, raw: bytes | None) -> None:
-        value = orjson.loads(raw) if raw else {}
-        if not self._mine(value):
+    async def _deliver(self, is_start: bool, message: Any) -> None:
+        """Hand one consumed record to its listener; one that cannot be read is logged and passed over."""
+        value = kafka.json_object(message)
+        if value is None or not self._mine(value):
             return
-        record: records.JobStarted | records.JobOutcome
+        record: records.JobStarted | records.JobOutcome | None
         if is_start:
-            listener, record = self._on_start, records.JobStarted.model_validate(value)
+            listener, record = self._on_start, kafka.validated(message, value, records.JobStarted)
         elif value.get("type") == "JobFailedFinally":
-            listener, record = self._on_fail, records.JobOutcome.model_validate(value)
+            listener, record = self._on_fail, kafka.validated(message, value, records.JobOutcome)
         else:
             return
-        if listener is None:
+        if listener is None or record is None:
             return
         try:
             result = listener(record)

@@ -79,8 +79,8 @@ class Ticker:
         try:
             while not self.stopping.is_set():
                 batch = await consumer.getmany(timeout_ms=200)
-                self.learn(orjson.loads(m.value) for records in batch.values() for m in records
-                           if m.value is not None)
+                read = (kafka.json_object(m) for records in batch.values() for m in records)
+                self.learn(h for h in read if h is not None and isinstance(h.get("namespace"), str))
         finally:
             await consumer.stop()
 

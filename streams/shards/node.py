@@ -33,8 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from schemas.shards import ShardPlan
 from streams import kafka
 from streams.core.shards import SHARD_ACKS, SHARD_PLANS, plans
 from streams.settings import Settings
@@ -235,7 +234,9 @@ class ShardNode:
             for records in batch.values():
                 for record in records:
                     if record.key == key and record.value:
-                        plan = orjson.loads(record.value)
+                        plan = kafka.json_object(record)  # one that cannot be read is logged and passed over
+                        if plan is None or kafka.validated(record, plan, ShardPlan) is None:
+                            continue
                         if latest is None or plan["seq"] > latest["seq"]:
                             latest = plan
             if latest is not None:

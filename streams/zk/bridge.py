@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from schemas.common import INT64_MAX, INT64_MIN
 from streams.core.groups import JOB_EVENTS, SCHEDULER_EVENTS
 from streams.settings import Settings
 from streams.zk.election import Candidacy, session
@@ -64,13 +65,26 @@ class GroupView:
 
 
 def scheduler_data(scheduler: str, group: str, raw: bytes) -> dict[str, Any]:
+    """A registration as the scheduler wrote it in ZooKeeper; a setting that cannot be read is taken at its default,
+    with a warning (one scheduler's bad node must neither stop the bridge nor spoil the group's snapshot)."""
     try:
         data = json.loads(raw or b"{}")
     except ValueError:
         data = {}
+    if not isinstance(data, dict):
+        data = {}
     return {"type": "SchedulerRegistered", "group": group, "scheduler": scheduler,
-            "address": str(data.get("address", "")), "fault_tolerance": int(data.get("fault_tolerance", 1)),
-            "alarm_threshold": int(data.get("alarm_threshold", 10))}
+            "address": str(data.get("address", "")),
+            "fault_tolerance": _setting(data, "fault_tolerance", 1, scheduler),
+            "alarm_threshold": _setting(data, "alarm_threshold", 10, scheduler)}
+
+
+def _setting(data: dict[str, Any], name: str, default: int, scheduler: str) -> int:
+    value = data.get(name, default)
+    if isinstance(value, int) and not isinstance(value, bool) and INT64_MIN <= value <= INT64_MAX:
+        return value
+    log.warning("scheduler %s registered %s=%r, not an integer: taken as %d", scheduler, name, value, default)
+    return default
 
 
 class Bridge:

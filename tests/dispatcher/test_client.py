@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import time
@@ -13,7 +14,7 @@ import pytest
 from schemas.dispatch import JobOutcome, JobStarted
 from streams.dispatcher import DispatcherClient, JobAssign
 from streams.settings import Settings
-from tests.helpers import Service, Worker, tribunal, wait_until_ready
+from tests.helpers import Service, Worker, end_offsets, produce_all, tribunal, wait_until_ready
 
 pytestmark = pytest.mark.integration
 
@@ -150,3 +151,47 @@ def test_one_ticker_ticks_at_a_time_and_another_takes_over_when_it_dies(
     gaps = sorted(b - a for a, b in itertools.pairwise(nows))
     assert gaps[len(gaps) // 10] >= 50, gaps[:20]
     assert max(gaps) >= 1_000  # the gap while the standby waited for the leader's session to expire
+
+
+def test_the_client_passes_over_a_record_it_cannot_read_and_never_reads_it_again(
+        worker_env: dict[str, str], kafka: str, unique: str) -> None:
+    """Not JSON, not an object, a start whose deadline is past 64 bits: each is logged and committed past; the
+    listener hears the good start after them, and a client restarted in the same group hears nothing again."""
+    tribunal("topics", "create", env=worker_env)
+    settings = Settings(kafka_bootstrap=kafka, topic_prefix=f"{unique}.", app_id=unique)
+    good = {"type": "JobStarted", "namespace": "ns", "uuid": "u1", "external_id": "e1", "worker": "w1", "info": "",
+            "attempt": 1, "started_at": 1, "deadline": 2, "expected_start": 0, "acceptable_start": 0,
+            "cause": {"topic": "dispatch-commands", "partition": 0, "offset": 0, "timestamp": 1}, "seq": 1}
+    bad = [b"\xff not json", b"[1, 2]", json.dumps({**good, "deadline": 1 << 63}).encode(), b""]
+    heard: list[JobStarted] = []
+
+    async def listen(values: list[bytes]) -> None:
+        async with DispatcherClient(settings, "ns") as client:
+            client.on_job_start(heard.append)
+            ready = asyncio.Event()
+            listening = asyncio.create_task(client.run(ready))
+            await asyncio.wait_for(ready.wait(), 60)
+            await produce_all(kafka, [(f"{unique}.job-starts", b"ns", v) for v in values])
+            await until(lambda: len(heard) >= 1, "the good start")
+            await asyncio.sleep(1.0)  # its commit
+            listening.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await listening
+
+    asyncio.run(listen([*bad, json.dumps(good).encode()]))
+    assert [s.uuid for s in heard] == ["u1"]
+    ends = asyncio.run(end_offsets(kafka, f"{unique}.job-starts"))
+    written = {p: end for p, end in ends.items() if end}
+    group = DispatcherClient(settings, "ns").group_id
+    assert asyncio.run(committed(kafka, group, f"{unique}.job-starts", sorted(written))) == written  # past all five
+
+
+async def committed(kafka: str, group: str, topic: str, partitions: list[int]) -> dict[int, int | None]:
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=kafka, group_id=group, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        return {p: await consumer.committed(TopicPartition(topic, p)) for p in partitions}
+    finally:
+        await consumer.stop()
