@@ -208,16 +208,30 @@ def namespace_figures(found: list[dict[str, Any]], x: XAxis = "time") -> list[tu
 
     starts = [s for f in found for s in f.get("starts", ())]
     if starts:
+        from matplotlib.ticker import MaxNLocator
+
         fig, (late, delay) = plt.subplots(1, 2, figsize=(10, 3))
-        late.hist([s["started_at"] - s["acceptable_start"] for s in starts], bins=30, color="#ef5675")
-        late.set_xlabel("started minus acceptable start (ms; < 0: early)")
-        late.set_ylabel("starts")
-        delay.hist([s["started_at"] - s["expected_start"] for s in starts], bins=30, color="#ffa600")
-        delay.set_xlabel("started minus expected start (ms)")
-        for ax in (late, delay):
+        for ax, since, what, colour in ((late, "acceptable_start", "acceptable start", "#ef5675"),
+                                        (delay, "expected_start", "expected start", "#ffa600")):
+            lateness = [s["started_at"] - s[since] for s in starts]
+            per, unit = duration_unit(lateness)
+            ax.hist([v / per for v in lateness], bins=30, color=colour)
+            ax.set_xlabel(f"started minus {what} ({unit}{'; < 0: early' if ax is late else ''})")
             ax.ticklabel_format(axis="x", useOffset=False, style="plain")
+            ax.xaxis.set_major_locator(MaxNLocator(nbins=6))  # a few short labels, whatever the spread
+        late.set_ylabel("starts")
         figures.append((f"Lateness of {len(starts)} starts", svg(fig)))
     return figures
+
+
+UNITS = ((86_400_000, "days"), (3_600_000, "h"), (60_000, "min"), (1_000, "s"), (1, "ms"))
+
+
+def duration_unit(durations_ms: Sequence[int]) -> tuple[int, str]:
+    """(milliseconds per unit, its name): the largest unit the longest of `durations_ms` spans twice, so a job
+    late by days is plotted in days, not in nine-digit milliseconds whose labels run into each other."""
+    longest = max((abs(d) for d in durations_ms), default=0)
+    return next(((per, name) for per, name in UNITS if longest >= 2 * per), UNITS[-1])
 
 
 def job_set_figures(found: list[dict[str, Any]], x: XAxis = "time") -> list[tuple[str, str]]:
@@ -229,15 +243,9 @@ def job_set_figures(found: list[dict[str, Any]], x: XAxis = "time") -> list[tupl
         return []
     nodes = sorted({n for f in epochs for n in f["plan"]["ranges"]})
     colours = {n: plt.get_cmap("tab20")(i % 20) for i, n in enumerate(nodes)}
-    where = dict(zip((id(f) for f in found), xs_of(_stamps(found), x), strict=True))
-    ends = [where[id(f)] for f in epochs[1:]] + [where[id(found[-1])]]
     fig, ax = plt.subplots(figsize=(10, 4))
-    for f, end in zip(epochs, ends, strict=True):
-        start = where[id(f)]
-        stop = max(end, start + (1 if x == "order" else _when(1) - _when(0)))
-        for node, spans in f["plan"]["ranges"].items():
-            for first, last in spans:
-                ax.fill_between([start, stop], first - 0.5, last + 0.5, color=colours[node], linewidth=0)
+    for start, stop, node, first, last in bands(found, epochs, x):
+        ax.fill_between([start, stop], first - 0.5, last + 0.5, color=colours[node], linewidth=0)
     for node in nodes:
         ax.plot([], [], color=colours[node], linewidth=6, label=node)
     ax.set_ylabel("task")
@@ -254,6 +262,22 @@ def job_set_figures(found: list[dict[str, Any]], x: XAxis = "time") -> list[tupl
         ax.set_ylabel("ms to release")
         figures.append(("Pause per epoch: from the change to its last acknowledgement", svg(fig)))
     return figures
+
+
+def bands(found: list[dict[str, Any]], epochs: list[dict[str, Any]], x: XAxis) -> list[tuple[Any, Any, str, int, int]]:
+    """(from, to, node, first task, last task) of each range of each epoch: an epoch holds until the next one, and
+    the last one past the last record, by a twentieth of the plot (one place in input order), so that the plan
+    a job set ends with is drawn even when the last record made it (a node lost at the end of the span)."""
+    where = dict(zip((id(f) for f in found), xs_of(_stamps(found), x), strict=True))
+    first, final = where[id(found[0])], where[id(found[-1])]
+    beyond = 1 if x == "order" else max((final - first) / 20, _when(1_000) - _when(0))
+    ends = [where[id(f)] for f in epochs[1:]] + [final + beyond]
+    drawn = []
+    for f, end in zip(epochs, ends, strict=True):
+        start = where[id(f)]
+        stop = max(end, start + (1 if x == "order" else _when(1) - _when(0)))
+        drawn += [(start, stop, node, lo, hi) for node, spans in f["plan"]["ranges"].items() for lo, hi in spans]
+    return drawn
 
 
 def _table_pool(found: list[dict[str, Any]]) -> Iterable[str]:
@@ -304,7 +328,8 @@ def _namespace_cells(f: dict[str, Any]) -> str:
     made = Counter(o["type"] for o in f["outputs"] if o["type"] not in ("DispatcherHealth", "DeadLetter"))
     after = f["after"]
     outputs = html.escape(", ".join(f"{k} {v}" for k, v in sorted(made.items())))
-    return (f"{_input(f)}<td>{after['now']}</td><td>{after['running']} / {after['max']}</td>"
+    now = stamp(after["now"]) if after["now"] else "-"  # 0: no record has dated the namespace yet
+    return (f"{_input(f)}<td>{now}</td><td>{after['running']} / {after['max']}</td>"
             f"<td>{after['pending']}</td><td>{outputs}</td>")
 
 
@@ -322,7 +347,7 @@ def _table_group(found: list[dict[str, Any]]) -> Iterable[str]:
 
 
 def _table_namespace(found: list[dict[str, Any]]) -> Iterable[str]:
-    return _numbered(found, "<th>input</th><th>now</th><th>running / cap</th><th>held</th><th>outputs</th>",
+    return _numbered(found, "<th>input</th><th>now (UTC)</th><th>running / cap</th><th>held</th><th>outputs</th>",
                      _namespace_cells)
 
 

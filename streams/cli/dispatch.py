@@ -161,10 +161,15 @@ def jobs_max(threads: Annotated[int, typer.Option(min=0, help="Jobs that may run
 @jobs_cli.command("show")
 def jobs_show(uuid: Annotated[str, typer.Argument(help="The job's uuid")], namespace: Namespace = "default",
               web: Web = None) -> None:
-    """A pending or running job as the worker holds it (ended jobs: see `tribunal tail job-outcomes`)."""
+    """A pending or running job as the worker holds it (a job's whole history: `tribunal explain --job`)."""
+    from streams.errors import NotFound
     from streams.io import worker_page
 
-    body = worker_page(web or settings_from().web, "dispatch", namespace, uuid)
+    try:
+        body = worker_page(web or settings_from().web, "dispatch", namespace, uuid)
+    except NotFound:
+        raise NotFound(f"job {uuid} is not pending or running in namespace {namespace!r}: it finished, failed, was "
+                       f"cancelled or was never assigned. Its history: tribunal explain --job {uuid}") from None
     typer.echo(json.dumps(body, indent=2, sort_keys=True))
 
 

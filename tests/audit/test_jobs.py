@@ -17,14 +17,18 @@ from tests.core.dispatch.script import NS, Script, assign, command, tick
 def logged(values: list[dict[str, object]]) -> KafkaLog:
     """The records as a log a worker has decided: inputs and the outputs it recorded."""
     script = Script()
-    inputs = [script.record(v)[0] for v in values]
+    return decided([script.record(v)[0] for v in values], list(dispatch.INPUTS))
+
+
+def decided(inputs: list[SourceRecord], topics: list[str]) -> KafkaLog:
+    """`inputs` (of `topics`) as a log a worker has decided: the inputs and the outputs it recorded."""
     recorded: dict[tuple[str, str], list[SourceRecord]] = {}
     replayer = Replayer()
     for record in inputs:
         for out in replayer.feed(record):
             recorded.setdefault((out.topic, out.key), []).append(
                 SourceRecord(out.topic, out.partition, out.offset, out.timestamp, out.key.encode(), out.value))
-    return KafkaLog(inputs, recorded, list(dispatch.INPUTS))
+    return KafkaLog(inputs, recorded, topics)
 
 
 def scenario() -> tuple[KafkaLog, str, str]:

@@ -113,7 +113,8 @@ def test_the_demo_executor_runs_what_the_cli_assigns(env: dict[str, str], worker
         state = json.loads(tribunal("state", "--namespace", "demo", "--json", env=env).stdout)
         assert (state["running"], state["pending"]) == (0, 0)
         missing = tribunal("jobs", "show", uuids[0], "--namespace", "demo", env=env, check=False)
-        assert missing.returncode == 1 and "404" in missing.stderr  # finished jobs leave the state
+        assert missing.returncode == 1 and "is not pending or running" in missing.stderr  # finished jobs leave the
+        assert f"tribunal explain --job {uuids[0]}" in missing.stderr, missing.stderr  # state; explain has them
     finally:
         executor.stop()
         clock.stop()
