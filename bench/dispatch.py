@@ -144,8 +144,9 @@ def delays(seen: list[tuple[float, dict[str, Any]]], workers: set[str] | None = 
 
 def stages(run: Run) -> str:
     """Where the start delay goes, p50 / p99 ms of each stage: the tick that reached the expected start
-    (its `now` minus the expected start), the worker (its write of JobStarted minus that tick's `now`:
-    ticker send, fold, produce) and the commit (visible to read_committed minus the write)."""
+    (`started_at`, the broker's stamp of that tick, minus the expected start: the ticker's interval and its
+    send), the worker (its write of JobStarted minus that stamp: fold, produce) and the commit (visible to
+    read_committed minus the write)."""
     tick = sorted(float(s["started_at"] - int(s["info"])) for _, s in run.seen)
     fold = sorted(w * 1000 - s["started_at"] for w, (_, s) in zip(run.written, run.seen, strict=True))
     commit = sorted((at - w) * 1000 for w, (at, _) in zip(run.written, run.seen, strict=True))

@@ -285,7 +285,8 @@ def worker_env(bootstrap: str, name: str, home: Path, guarantee: str = "exactly_
     env = {**os.environ, "KAFKA_BOOTSTRAP": bootstrap, "TRIBUNAL_TOPIC_PREFIX": f"{name}.",
            "TRIBUNAL_APP_ID": name, "TRIBUNAL_DATA_DIR": str(home / f"w-{name}"),
            "TRIBUNAL_WEB_PORT": str(port), "TRIBUNAL_LOG_LEVEL": "warning",
-           "TRIBUNAL_PROCESSING_GUARANTEE": guarantee}
+           "TRIBUNAL_PROCESSING_GUARANTEE": guarantee,
+           "TRIBUNAL_RECORD_TIME": "producer"}  # latency counts from the producer's send, not the broker's append
     subprocess.run([TRIBUNAL, "topics", "create"], env=env, check=True, capture_output=True)
     return env, port
 

@@ -94,14 +94,20 @@ async def _partitions_checked(settings: Settings, topics: list[str]) -> None:
                             "inputs must be co-partitioned (set --partitions to match)")
 
 
-def create_topics(settings: Settings, specs: list[TopicSpec] | None = None) -> list[str]:
-    """Create whichever catalogue topics are missing, and give existing ones the catalogue's settings (an input
-    topic of a clocked fold made before it was dated by the broker is changed to be); return the names created.
-    Idempotent."""
+def create_topics(settings: Settings, specs: list[TopicSpec] | None = None, change: bool = False) -> list[str]:
+    """Create whichever catalogue topics are missing, with the catalogue's settings; return the names created.
+    Existing topics whose settings differ (an input of a clocked fold made before the broker dated it) are
+    changed with `change` (`tribunal topics create`, as a principal that may alter topic configs), else named in
+    a warning: a daemon starting needs only Create and DescribeConfigs (`streams.acl`), and two daemons started
+    with different `record_time` settings must not turn a topic's setting back and forth. Idempotent."""
     specs = specs if specs is not None else catalogue(settings)
-    made, changed = declare_topics(settings, {spec.name: spec.config() for spec in specs})
-    if changed:
-        log.warning("topics %s now have the catalogue's settings (cleanup policy, who dates their records)", changed)
+    made, differing = declare_topics(settings, {spec.name: spec.config() for spec in specs}, change)
+    if differing and change:
+        log.warning("topics %s now have the catalogue's settings (cleanup policy, who dates their records)",
+                    differing)
+    elif differing:
+        log.warning("topics %s do not have the catalogue's settings (cleanup policy, who dates their records): "
+                    "`tribunal topics create` gives them", differing)
     asyncio.run(_partitions_checked(settings, [spec.name for spec in specs if spec.name not in made]))
     return made
 
@@ -113,7 +119,8 @@ _UNKNOWN_TOPIC = 3  # DescribeConfigs': a topic listed, but not yet known to the
 _DYNAMIC_TOPIC_CONFIG = 1  # a DescribeConfigs entry's source: set on this topic (not a broker's or the default)
 
 
-async def _declare(settings: Settings, wanted: dict[str, dict[str, str]]) -> tuple[list[str], list[str]]:
+async def _declare(settings: Settings, wanted: dict[str, dict[str, str]],
+                   change: bool = True) -> tuple[list[str], list[str]]:
     from aiokafka.admin import NewTopic
     from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
     from aiokafka.errors import KafkaError
@@ -145,7 +152,7 @@ async def _declare(settings: Settings, wanted: dict[str, dict[str, str]]) -> tup
                 if None in own.values():  # a sensitive setting the broker does not show: it cannot be kept
                     raise TribunalError(f"topic {topic} has hidden settings; set {wanted[topic]} on it by hand")
                 changes.append(ConfigResource(ConfigResourceType.TOPIC, topic, configs=own | wanted[topic]))
-        if changes:
+        if changes and change:
             for response in await admin.alter_configs(changes):
                 failed = [(topic, message or error) for error, message, _, topic in response.resources if error]
                 if failed:
@@ -205,8 +212,10 @@ async def _until_set(admin: Any, wanted: dict[str, dict[str, str]], patience: fl
             await asyncio.sleep(0.1)
 
 
-def declare_topics(settings: Settings, wanted: dict[str, dict[str, str]]) -> tuple[list[str], list[str]]:
+def declare_topics(settings: Settings, wanted: dict[str, dict[str, str]],
+                   change: bool = True) -> tuple[list[str], list[str]]:
     """Create each topic named in `wanted` that is missing, with its settings (and the deployment's partitions
     and replication), and give each existing one those settings, keeping its other per-topic settings (Kafka's
-    AlterConfigs replaces a topic's whole set). Returns the names created and the names changed."""
-    return asyncio.run(_declare(settings, wanted))
+    AlterConfigs replaces a topic's whole set). Returns the names created and the names changed (without
+    `change`: the names whose settings differ, left as they are)."""
+    return asyncio.run(_declare(settings, wanted, change))

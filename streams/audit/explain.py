@@ -100,6 +100,9 @@ def render(found: dict[str, Any]) -> str:
     i = found["input"]
     lines = [f"input   {i['topic']}[{i['partition']}]@{i['offset']} (timestamp {i['timestamp']}, key {i['key']})",
              f"        {i['value']}"]
-    if "rejected" in found:
-        lines.append(f"result  dead letter: {found['rejected']['reason_code']}: {found['rejected']['reason']}")
-    return "\n".join(lines if "rejected" in found else lines + BY_NAME[found["fold"]].render(found))
+    if "rejected" not in found:
+        return "\n".join(lines + BY_NAME[found["fold"]].render(found))
+    lines.append(f"result  dead letter: {found['rejected']['reason_code']}: {found['rejected']['reason']}")
+    if any(o["type"] != "DeadLetter" for o in found["outputs"]):  # what its time made due came first (a
+        lines += BY_NAME[found["fold"]].render(found)  # dispatcher namespace's timeouts): shown too
+    return "\n".join(lines)

@@ -21,11 +21,12 @@ from streams.settings import Settings
 @topics_cli.command("create")
 def topics_create(bootstrap: Bootstrap = None, topic_prefix: Prefix = None,
                   partitions: Annotated[int | None, typer.Option(min=1)] = None) -> None:
-    """Create every missing tribunal topic with its partitions and cleanup policy."""
+    """Create every missing tribunal topic with its partitions and settings, and give existing ones the settings
+    (cleanup policy; the broker's time on the clocked folds' inputs)."""
     from streams.topics import create_topics
 
     settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix, partitions=partitions)
-    made = create_topics(settings)
+    made = create_topics(settings, change=True)
     typer.echo("created: " + (", ".join(made) if made else "nothing (all exist)"))
 
 

@@ -37,10 +37,11 @@ def cause_of(record: SourceRecord, position: int) -> dict[str, Any]:
 def event_time(record: SourceRecord) -> int:
     """When `record` happened, as every fold's clock takes it: its Kafka timestamp, within [0, `MAX_MILLIS`].
 
-    The topics that carry time (`streams.topics.TIMED`) are `message.timestamp.type=LogAppendTime`, so this is
-    the broker's clock, whatever a producer's says: a producer an hour ahead cannot time jobs out or make a
-    pool's apps stale early. The bound keeps what a fold adds to a time within 64 bits even for a record of a
-    topic left at `CreateTime` by a producer that stamped it absurdly.
+    The inputs of a fold that keeps a clock (`Fold.clocked`) are `message.timestamp.type=LogAppendTime` (unless
+    the deployment's `record_time` is `producer`), so this is the broker's clock, whatever a producer's says: a
+    producer an hour ahead cannot time jobs out or make a pool's apps stale early. The bound keeps what a fold
+    adds to a time within 64 bits even for a record of a topic left at `CreateTime` by a producer that stamped
+    it absurdly.
     """
     return min(max(record.timestamp, 0), MAX_MILLIS)
 

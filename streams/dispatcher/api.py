@@ -91,7 +91,7 @@ class Api:
         self.client, self.worker_web = client, worker_web
 
     async def _body(self, request: web.Request, model: type[BaseModel]) -> Any:
-        """The request's JSON body as `model` (`false` is no integer: `schemas.common.Integer`); every operation
+        """The request's JSON body as `model` (`false` is no integer: `schemas.common.NUMBER`); every operation
         with a body requires one, even where each of its fields has a default."""
         raw = await request.read()
         if not raw:

@@ -124,7 +124,9 @@ class Leader:
 
     # -- the live set (kazoo's threads) --------------------------------------------------------------
     def _read_live(self) -> tuple[Live, int]:
-        """/live now: each child's address and incarnation, and the parent's pzxid (the last change's zxid)."""
+        """/live now: each child's address and incarnation, and the zxid it was read at: the parent's pzxid (the
+        last change's zxid), or a child's czxid if later (a node that registered again between the two reads),
+        so that the fold never takes the snapshot for one read before a registration it carries."""
         from kazoo.exceptions import NoNodeError
 
         children, parent = self.zk.get_children(self.layout.live, include_data=True)
@@ -135,7 +137,7 @@ class Leader:
             except NoNodeError:
                 continue
             live[child] = (bytes(data).decode("utf-8", "replace"), int(stat.czxid))
-        return live, int(parent.pzxid)
+        return live, max([int(parent.pzxid), *(incarnation for _, incarnation in live.values())])
 
     def _on_live(self, term: int) -> bool:
         """The watch's call: /live is read afresh under the lock (not the children the watch was given, which a

@@ -110,3 +110,14 @@ def test_a_job_cancelled_while_pending_ends_its_history() -> None:
     assert [(s["step"], s.get("type")) for s in steps] == [("assigned", None), ("waited", None),
                                                            ("outcome", "JobCancelled")]
     assert steps[1]["reason"] == "expected_start" and steps[-1]["final"] is True
+
+
+def test_explain_shows_what_a_refused_commands_time_made_due_beside_its_dead_letter() -> None:
+    from streams.audit.explain import explanations, render
+
+    script = Script()
+    inputs = [script.record(assign("w1", 0, 0, 1, timeout_ms=1_000), at=1_000)[0],
+              script.record(command("JobFinished", uuid="no-such-job"), at=5_000)[0]]
+    found = list(explanations(decided(inputs, list(dispatch.INPUTS)), Settings(), lambda r: True))
+    text = render(found[-1])
+    assert "dead letter: unknown_job" in text and "JobTimedOut" in text, text

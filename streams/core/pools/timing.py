@@ -2,8 +2,8 @@
 cool-down): the reports of each app within its windows, when each app last reported and was last preempted.
 
 Time is event time only: the timestamp of a report, a policy, a cluster event or a pool `Tick`
-(`source.event_time`: the broker's append time, as the pools' input topics are `LogAppendTime`; a Tick's
-`now` field is what the ticker read, and a producer's clock counts for nothing). The pool's clock (`now`) is
+(`source.event_time`: the broker's append time, as the pools' input topics are `LogAppendTime` unless the
+deployment trusts its producers' clocks; a Tick's `now` field is what the ticker read). The pool's clock (`now`) is
 the latest of them; a replay of the same log sees the same clock, so it decides the same.
 
 A policy that sets none of these options has no `Timing` at all, and decides exactly as before.

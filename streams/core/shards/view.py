@@ -12,7 +12,8 @@ from streams.core.shards.fold import ShardState
 def describe(job_set: str, state: ShardState) -> dict[str, Any]:
     plan = state.plan or {}
     return {"job_set": job_set, "epoch": state.epoch, "strategy": state.strategy, "tasks": state.tasks,
-            "nodes": dict(state.nodes), "incarnations": dict(state.incarnations), "ranges": plan.get("ranges", {}),
+            "nodes": dict(state.nodes), "incarnations": dict(state.incarnations), "newest_registration": state.newest,
+            "ranges": plan.get("ranges", {}),
             "awaiting": plan.get("awaiting", []),
             "released": plan.get("released", True), "change": plan.get("change", ""),
             "seqs": dict(sorted(state.seqs.items())), "offsets": dict(sorted(state.offsets.items()))}

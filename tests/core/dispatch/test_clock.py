@@ -61,8 +61,12 @@ def test_a_dead_lettered_commands_time_still_counts() -> None:
     s.feed(command("JobFinished", uuid="no-such-job"), at=T + 5_000)
     assert s.state.now == T + 5_000 and len(s.of("JobTimedOut")) == 1
     assert s.outputs[-1].stream == "dlq"
-    seqs = [o.record["seq"] for o in s.outputs if o.stream == "job-outcomes"]
-    assert seqs == list(range(1, len(seqs) + 1))  # numbered on, the dead letter's record or not
+    s.feed(assign("w1", T, T, 1), at=T + 5_001)  # numbered on after the dead letter's record
+    for stream in ("job-outcomes", "job-starts", "dlq"):
+        seqs = [o.record["seq"] if isinstance(o.record, dict) else o.record.seq for o in s.outputs
+                if o.stream == stream]
+        assert seqs == list(range(1, len(seqs) + 1)), (stream, seqs)
+    assert len([o for o in s.outputs if o.stream == "job-outcomes"]) == 4  # accepted, timed out, failed; accepted
 
 
 def test_an_unreadable_command_does_not_move_the_clock() -> None:
