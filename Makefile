@@ -22,9 +22,11 @@ status:
 lint:
 	.venv/bin/ruff check streams schemas tests bench
 	.venv/bin/mypy
+	.venv/bin/lint-imports
 
 schemas:
 	.venv/bin/python -m schemas.export
+	.venv/bin/python -m streams.asyncapi
 
 bench: setup
 	.venv/bin/python bench/infra_startup.py

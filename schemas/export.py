@@ -1,5 +1,5 @@
-"""Export every record model's JSON Schema to schemas/json/, the dispatcher API's OpenAPI document to
-schemas/openapi/, and the topics' AsyncAPI document to schemas/asyncapi.json (`python -m schemas.export`)."""
+"""Export every record model's JSON Schema to schemas/json/ and the dispatcher API's OpenAPI document to
+schemas/openapi/ (`python -m schemas.export`; the topics' AsyncAPI document is `streams.asyncapi`'s)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from schemas.asyncapi import document
 from schemas.cluster import InstancesObserved, PoolCapacitySet, PoolTick
 from schemas.common import Cause
 from schemas.decisions import JusticeOutcome, ScalingDecision
@@ -60,7 +59,6 @@ MODELS: tuple[type[BaseModel], ...] = (
 )
 JSON_DIR = Path(__file__).resolve().parent / "json"
 OPENAPI = Path(__file__).resolve().parent / "openapi" / "dispatcher-api.json"
-ASYNCAPI = Path(__file__).resolve().parent / "asyncapi.json"
 
 
 def rendered() -> dict[str, str]:
@@ -75,12 +73,6 @@ def rendered_openapi() -> str:
     return json.dumps(openapi(), indent=2, sort_keys=True) + "\n"
 
 
-def rendered_asyncapi() -> str:
-    from importlib.metadata import version
-
-    return json.dumps(document(version("tribunal")), indent=2) + "\n"
-
-
 def export(directory: Path = JSON_DIR) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     written = []
@@ -91,8 +83,7 @@ def export(directory: Path = JSON_DIR) -> list[Path]:
     if directory == JSON_DIR:
         OPENAPI.parent.mkdir(exist_ok=True)
         OPENAPI.write_text(rendered_openapi())
-        ASYNCAPI.write_text(rendered_asyncapi())
-        written += [OPENAPI, ASYNCAPI]
+        written.append(OPENAPI)
     return written
 
 

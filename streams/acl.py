@@ -29,8 +29,7 @@ from pathlib import Path
 
 from streams.core.folds import FOLDS
 from streams.errors import ConfigError, TribunalError
-from streams.infra.secure import PLAIN_LOGIN, SCRAM_LOGIN
-from streams.kafka import sasl_login
+from streams.kafka import PLAIN_LOGIN, SCRAM_LOGIN, sasl_login
 from streams.settings import Settings
 from streams.topics import catalogue, input_topics
 

@@ -51,7 +51,7 @@ def follow(settings: Settings, topic: str, from_beginning: bool = False, max_rec
     """Yield a topic's records as replay-file rows, in order per partition."""
     from aiokafka.errors import KafkaError
 
-    from streams.replay import export_row
+    from streams.lines import export_row
 
     async def make() -> Any:
         return kafka.consumer(settings.kafka_bootstrap, topic,

@@ -63,6 +63,10 @@ def reason(e: BaseException) -> str:
     return text
 
 
+SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule"  # Java clients' and brokers' JAAS modules
+PLAIN_LOGIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
+
+
 def sasl_login(s: Settings, protocol_says: str) -> tuple[str, str]:
     """The SASL user name and password; `protocol_says` names what asks for them in the error if one is missing."""
     if not s.sasl_username or s.sasl_password is None:

@@ -6,13 +6,20 @@ and most Kafka tooling already export.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Literal
 
 from pydantic import AliasChoices, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from streams.infra.paths import default_home
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def default_home() -> Path:
+    """Data, logs and pid files of a local deployment: the servers `tribunal infra up` starts, and the worker's
+    tables (here rather than in `streams.infra`, which only the CLI loads)."""
+    return Path(os.environ.get("TRIBUNAL_HOME", REPO_ROOT / ".tribunal"))
 
 
 class Settings(BaseSettings):

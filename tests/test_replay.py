@@ -110,7 +110,7 @@ def test_replay_on_several_processes_derives_the_same_bytes_in_the_same_order(jo
 
 
 def test_a_key_that_is_not_utf8_is_exported_and_read_back_exactly() -> None:
-    from streams.replay import export_row, record_of
+    from streams.lines import export_row, record_of
 
     for key in (b"\xc3\x28pool", b"pool-a", None):
         row = json.loads(json.dumps(export_row("policies", 0, 1, 2, key, b"{}")))

@@ -77,7 +77,7 @@ def export(topics: Annotated[str, typer.Option(help="Comma-separated topics, wit
     """
     from streams.audit.kafka_log import Bound, KafkaLog, within
     from streams.audit.progress import LazyProgress
-    from streams.replay import export_row
+    from streams.lines import export_row
 
     settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
     names = [settings.topic(t.strip()) for t in topics.split(",") if t.strip()]
@@ -296,7 +296,7 @@ def what_if(pool: Annotated[str, typer.Option(help="The pool to replay")],
     from streams.audit.kafka_log import Bound, KafkaLog, within
     from streams.audit.progress import LazyProgress
     from streams.audit.whatif import compare, render_html, render_text
-    from streams.replay import records_of
+    from streams.lines import records_of
 
     candidate = load_policy(policy_file, version)
     if not isinstance(candidate, DeciderPolicy):

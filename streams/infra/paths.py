@@ -5,7 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from streams.settings import REPO_ROOT, default_home
+
+__all__ = ["REPO_ROOT", "default_home", "infra_dir", "lib_dir"]
 
 
 def infra_dir() -> Path:
@@ -14,8 +16,3 @@ def infra_dir() -> Path:
 
 def lib_dir() -> Path:
     return Path(os.environ.get("TRIBUNAL_INFRA_LIB", infra_dir() / "lib"))
-
-
-def default_home() -> Path:
-    """Data, logs and pid files of the servers `tribunal infra up` starts."""
-    return Path(os.environ.get("TRIBUNAL_HOME", REPO_ROOT / ".tribunal"))

@@ -26,11 +26,11 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
+from streams.kafka import PLAIN_LOGIN, SCRAM_LOGIN
+
 SUPER_USERS = ("admin", "broker", "controller")
 CLIENTS = ("worker", "producer", "auditor")
 SCRAM = "SCRAM-SHA-512"
-SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule"  # Java clients' and brokers' JAAS modules
-PLAIN_LOGIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 ZOOKEEPER_USER = "tribunal"  # the digest identity of tribunal's services in ZooKeeper (streams.zk.client)
 
 

@@ -19,20 +19,39 @@ import json
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from streams.core.shards import SHARD_EVENTS
 
 if TYPE_CHECKING:
-    from streams.shards.node import ShardNode
+    from streams.settings import Settings
+    from streams.shards.gate import Gate
+    from streams.shards.layout import ShardLayout
     from streams.zk.publisher import Publisher
 
 log = logging.getLogger(__name__)
 Live = dict[str, tuple[str, int]]  # node -> (address, incarnation)
 
 
+class Member(Protocol):
+    """What a leader reads of the node it leads from (`streams.shards.node.ShardNode`, which starts it): the
+    leader depends on this much, not on the node's module."""
+
+    node: str
+    address: str
+    job_set: str
+    session_id: int
+    settings: Settings
+    snapshot_interval: float
+    grace: float
+    stopping: asyncio.Event
+    gate: Gate
+    zk: Any
+    layout: ShardLayout
+
+
 class Leader:
-    def __init__(self, node: ShardNode, publisher: Publisher) -> None:
+    def __init__(self, node: Member, publisher: Publisher) -> None:
         self.node, self.publisher = node, publisher
         self.zk, self.layout = node.zk, node.layout
         self.lock = threading.Lock()  # kazoo's side: one read-and-publish of /live at a time, in order (the loop

@@ -39,6 +39,7 @@ from streams.core.shards import SHARD_ACKS, SHARD_PLANS, plans
 from streams.settings import Settings
 from streams.shards.gate import Gate
 from streams.shards.layout import DEFAULT_SHARD_ROOT, ShardLayout
+from streams.shards.leader import Leader
 from streams.zk.election import session
 from streams.zk.publisher import Publisher
 
@@ -375,8 +376,6 @@ class ShardNode:
     # -- the whole -------------------------------------------------------------------------------------
     async def serve(self, stop: asyncio.Event) -> None:
         """Run until `stop` is set; then stop every run and leave (the live node goes with the session)."""
-        from streams.shards.leader import Leader
-
         self.loop = asyncio.get_running_loop()
         consumer = kafka.consumer(self.settings.kafka_bootstrap, self.settings.topic(SHARD_PLANS),
                                   auto_offset_reset="earliest")

@@ -15,7 +15,8 @@ from streams.audit.report import label_x, pyplot
 from streams.audit.whatif import compare, substance
 from streams.core.source import SourceRecord
 from streams.io import envelope
-from streams.replay import Replayer, export_row
+from streams.lines import export_row
+from streams.replay import Replayer
 from tests.core.pools.builders import app
 from tests.helpers import tribunal
 

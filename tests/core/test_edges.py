@@ -18,10 +18,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
-from schemas import asyncapi
 from schemas.common import INT64_MAX, MAX_MILLIS, fits_int64
 from schemas.dispatch import MAX_JOBS_PER_ASSIGN, MAX_TIMEOUT_MS
 from schemas.export import JSON_DIR, MODELS
+from streams import asyncapi
 from streams.core import dispatch
 from streams.core.folds import BY_INPUT, FOLDS
 from streams.core.outputs import Emit

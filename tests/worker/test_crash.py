@@ -18,7 +18,7 @@ import pytest
 
 from streams.audit.whatif import substance
 from streams.io import envelope
-from streams.replay import export_row, records_of
+from streams.lines import export_row, records_of
 from streams.worker.routing import partition_for
 from tests.core.pools.builders import app
 from tests.helpers import Worker, produce_all, produce_while_killing, read_committed, tribunal

@@ -1,16 +1,21 @@
 """tribunal's event contracts as an AsyncAPI 3.0 document: every topic, its key, the records it carries (the JSON
 Schemas of `schemas/json/`), and which component writes and which reads it.
 
-`make schemas` writes it to `schemas/asyncapi.json`; a test checks that the file is current, that it is valid
-AsyncAPI 3.0, that every topic of the catalogue (`streams.topics.catalogue`) is a channel, and that every message
-names an exported schema. Topic names carry the deployment's prefix (`TRIBUNAL_TOPIC_PREFIX`), a channel
-parameter here.
+It describes the system, not a record, so it lives here rather than in `schemas` (which imports nothing of
+`streams`). `make schemas` writes it to `schemas/asyncapi.json` (`python -m streams.asyncapi`); a test checks
+that the file is current, that it is valid AsyncAPI 3.0, that every topic of the catalogue
+(`streams.topics.catalogue`) is a channel, and that every message names an exported schema. Topic names carry
+the deployment's prefix (`TRIBUNAL_TOPIC_PREFIX`), a channel parameter here.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+from streams.core.folds import FOLDS
 
 POOL, GROUP, NAMESPACE, JOB_SET = "the pool id", "the scheduler group id", "the dispatcher namespace", "the job set"
 
@@ -94,8 +99,6 @@ INLINE: dict[str, dict[str, Any]] = {
 
 def topics() -> tuple[Topic, ...]:
     """Every topic: the table above, each fold's repartition topic, and each input's dead letters."""
-    from streams.core.folds import FOLDS  # the folds name their inputs and repartition topics
-
     by_name = {t.name: t for t in TOPICS}
     internal = tuple(Topic(f.repartition, by_name[f.inputs[0]].key, ("Forwarded",), (WORKER,), (WORKER,),
                            f"Records of {', '.join(f.inputs)} that arrived on another partition than their key's, "
@@ -163,3 +166,17 @@ def document(version: str) -> dict[str, Any]:
                                           "description": "A SCRAM user; `tribunal acl apply` grants it its rights"}},
         },
     }
+
+
+ASYNCAPI = Path(__file__).resolve().parents[1] / "schemas" / "asyncapi.json"
+
+
+def rendered() -> str:
+    from importlib.metadata import version
+
+    return json.dumps(document(version("tribunal")), indent=2) + "\n"
+
+
+if __name__ == "__main__":
+    ASYNCAPI.write_text(rendered())
+    print(ASYNCAPI)

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import jsonschema
 
-from schemas.asyncapi import document, topics
-from schemas.export import ASYNCAPI, JSON_DIR, rendered_asyncapi
+from schemas.export import JSON_DIR
+from streams.asyncapi import ASYNCAPI, document, topics
+from streams.asyncapi import rendered as rendered_asyncapi
 from streams.settings import Settings
 from streams.topics import catalogue
 
-SPEC = Path(__file__).resolve().parent / "specs" / "asyncapi-3.0.0.json"
+SPEC = Path(__file__).resolve().parent / "schemas" / "specs" / "asyncapi-3.0.0.json"
 
 
 def test_the_document_is_current() -> None:
