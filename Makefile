@@ -1,5 +1,5 @@
 # The two commands a newcomer needs are `make run` and `make test`; both install what is missing.
-.PHONY: setup test-setup run test down status lint schemas bench
+.PHONY: setup test-setup run test test-fast test-integration down status lint schemas bench
 
 setup:
 	@bash infra/bootstrap.sh
@@ -10,8 +10,18 @@ test-setup:
 run: setup
 	.venv/bin/tribunal run
 
+# The whole suite, as CI runs it: every test, the hypothesis `ci` profile, the 25 slowest listed.
 test: test-setup lint
-	.venv/bin/pytest
+	HYPOTHESIS_PROFILE=ci .venv/bin/pytest --durations=25
+
+# The inner loop: the pure core, schemas, replay and audit on logs, no broker (under a minute).
+test-fast: test-setup
+	.venv/bin/pytest -m "not integration" -q
+
+# What needs the real broker and ZooKeeper (started by the fixtures); `-m "integration and not chaos"` skips
+# the kill, broker-loss, scale-out, fuzz and secured-stack runs.
+test-integration: test-setup
+	HYPOTHESIS_PROFILE=ci .venv/bin/pytest -m integration --durations=25
 
 down:
 	-.venv/bin/tribunal infra down

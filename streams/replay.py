@@ -179,6 +179,7 @@ def derive_all(records: Iterable[SourceRecord], replayer: Replayer, jobs: int = 
     for proc in procs:
         proc.start()
     handed: list[tuple[list[SourceRecord], list[int]]] = []  # chunks and their shards, results not yet merged
+    finished = False
 
     def merge_oldest() -> Iterator[tuple[SourceRecord, list[Output]]]:
         chunk, shards = handed.pop(0)
@@ -203,11 +204,14 @@ def derive_all(records: Iterable[SourceRecord], replayer: Replayer, jobs: int = 
         for outbox, proc in zip(outboxes, procs, strict=True):
             for name, count in _get(outbox, proc).items():
                 replayer.counts[name] = replayer.counts.get(name, 0) + count
+        finished = True
     finally:
         for proc in procs:
-            proc.join(timeout=10)
-            if proc.is_alive():
+            if finished:
+                proc.join(timeout=10)
+            if proc.is_alive():  # stopped early (a bad line, the reader gone): the processes wait on their inbox
                 proc.kill()
+            proc.join()
 
 
 def _chunks(records: Iterable[SourceRecord], size: int) -> Iterator[list[SourceRecord]]:

@@ -8,6 +8,11 @@ Where they come from, in order:
   directory, so a test run never collides with `make run` or with another test run.
 
 Each test uses its own topic prefix and app id (see `unique`), so tests never share state.
+
+A test that takes one of these fixtures is marked `integration` here, whether or not its module says so
+(`make test-fast` runs the others); the kill, broker-loss, scale-out, fuzz and secured-stack tests are also
+`chaos`. Hypothesis runs the `dev` profile (few examples: the inner loop) unless `HYPOTHESIS_PROFILE` names
+another; `make test`, what CI runs, names `ci`.
 """
 
 from __future__ import annotations
@@ -20,9 +25,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from streams.infra.cluster import free_ports
 from tests.helpers import Worker, tribunal
+
+settings.register_profile("ci", max_examples=150, deadline=None)
+settings.register_profile("dev", max_examples=10, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+BROKER_FIXTURES = frozenset({"stack", "kafka", "zookeeper", "worker_env", "worker"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if BROKER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.integration)
 
 
 @dataclass(frozen=True)

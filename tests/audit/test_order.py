@@ -8,7 +8,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from streams.audit.kafka_log import Bound, replay_log, within
@@ -96,14 +96,12 @@ def arrival_and_recovery(rng: random.Random, records: list[SourceRecord],
     assert worker(ordered) == recorded
 
 
-@settings(max_examples=60, deadline=None)
 @given(st.integers(0, 2**32), st.integers(1, 120))
 def test_applied_order_reproduces_what_any_arrival_order_recorded(seed: int, count: int) -> None:
     rng = random.Random(seed)
     arrival_and_recovery(rng, inputs_for(rng, count), lambda r: (r.topic, r.partition))
 
 
-@settings(max_examples=60, deadline=None)
 @given(st.integers(0, 2**32), st.integers(1, 120))
 def test_applied_order_reproduces_a_worker_that_forwarded_records_to_their_keys_partition(seed: int,
                                                                                           count: int) -> None:
@@ -113,7 +111,6 @@ def test_applied_order_reproduces_a_worker_that_forwarded_records_to_their_keys_
                          scope_of)
 
 
-@settings(max_examples=60, deadline=None)
 @given(st.integers(0, 2**32), st.integers(1, 120), st.booleans())
 def test_without_chains_the_order_is_the_merge_a_chain_that_blocks_nothing_gives(seed: int, count: int,
                                                                                  spread: bool) -> None:

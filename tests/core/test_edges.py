@@ -114,7 +114,7 @@ def fold_all(records: list[SourceRecord]) -> None:
         checked(outputs)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(logs())
 def test_every_output_of_every_fold_validates_and_fits_64_bits(records: list[SourceRecord]) -> None:
     fold_all(records)

@@ -12,7 +12,7 @@ import random
 from collections import Counter
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from streams.core import groups, pools
@@ -123,7 +123,6 @@ def _mixed_log(rng: random.Random, count: int) -> list[SourceRecord]:
     return records
 
 
-@settings(max_examples=80, deadline=None)
 @given(st.integers(0, 2**32), st.integers(1, 150))
 def test_any_log_gives_one_answer_per_input_and_one_state_per_key(seed: int, count: int) -> None:
     """Keys spanning partitions, keyless or not: every input is answered (decision, health record or

@@ -23,7 +23,7 @@ from streams.infra.secure import Credentials, _certificates
 from streams.settings import Settings
 from tests.helpers import TRIBUNAL, Service, Worker, tribunal, wait_until_ready
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 EXAMPLE_POLICY = Path(__file__).resolve().parents[2] / "examples" / "decider-pool-a.yaml"
 

@@ -30,7 +30,7 @@ from streams.io import envelope
 from tests.helpers import Worker, produce_all, read_committed, tribunal, wait_until_ready
 from tests.worker.test_crash import decided_exactly_once, pool_policy
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 BROKERS, PARTITIONS, POOLS, RECORDS, RATE = 3, 6, 60, 6_000, 200
 DOWN = 10.0  # seconds the broker stays dead

@@ -23,7 +23,7 @@ from streams.worker.routing import partition_for
 from tests.core.pools.builders import app
 from tests.helpers import Worker, produce_all, produce_while_killing, read_committed, tribunal
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 POOLS, RECORDS, KILLS = 20, 20_000, 10  # kills land mid-batch: a batch is being folded or written nearly always
 PARTITIONS = 4  # conftest's worker_env

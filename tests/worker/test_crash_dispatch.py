@@ -22,7 +22,7 @@ import pytest
 from streams.core import dispatch
 from tests.helpers import Service, Worker, kill_repeatedly, produce_all, read_committed, tribunal, wait_until_ready
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 NAMESPACES, ASSIGNS, KILLS = 3, 40, 4
 CAP, W0_CAP, TIMEOUT_MS = 4, 2, 300

@@ -20,7 +20,7 @@ from streams.core import groups
 from tests.core.groups.group_log import TOPIC_OF
 from tests.helpers import Worker, produce_while_killing, read_committed, tribunal
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 GROUPS, EVENTS, KILLS = 10, 4_000, 10
 

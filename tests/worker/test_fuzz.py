@@ -18,7 +18,7 @@ import pytest
 from tests.helpers import Worker, produce_all, read_committed
 from tests.worker import fuzz
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 BAD, VALID_EVERY = 100_000, 10  # a valid record after every tenth bad one
 SILENT = {"ticks", "shard-acks"}  # topics whose valid records may change nothing, and so yield nothing

@@ -33,7 +33,7 @@ from streams.io import envelope
 from tests.helpers import Worker, produce_all, read_committed, tribunal, wait_until_ready
 from tests.worker.test_crash import decided_exactly_once, pool_policy
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 WORKERS, PARTITIONS, POOLS, RECORDS, RATE = 3, 12, 200, 12_000, 400
 SESSION = 6.0  # seconds until the group gives a dead worker's partitions to the others

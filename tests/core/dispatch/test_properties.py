@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from streams.core.dispatch import DispatchState, buckets, dump, fold, load
@@ -78,7 +78,6 @@ def run(steps: list[tuple[str, Any]], split: int | None = None) -> tuple[Script,
     return s, [outputs for _, outputs in folded(steps, split, s)]
 
 
-@settings(max_examples=300, deadline=None)
 @given(scripts())
 def test_caps_order_and_outcomes_hold(steps: list[tuple[str, Any]]) -> None:
     s, per_step = run(steps)
@@ -129,7 +128,6 @@ def test_caps_order_and_outcomes_hold(steps: list[tuple[str, Any]]) -> None:
         assert job.running == (uuid in running)
 
 
-@settings(max_examples=300, deadline=None)
 @given(scripts())
 def test_a_start_is_dated_no_earlier_than_its_record_and_no_attempt_times_out_early(
         steps: list[tuple[str, Any]]) -> None:
@@ -148,7 +146,6 @@ def test_a_start_is_dated_no_earlier_than_its_record_and_no_attempt_times_out_ea
                 assert o["at"] - started[(o["uuid"], o["attempt"])] >= timeouts[o["uuid"]], o
 
 
-@settings(max_examples=200, deadline=None)
 @given(scripts(), st.integers(0, 40))
 def test_a_reloaded_state_decides_as_the_one_kept_in_memory(steps: list[tuple[str, Any]], split: int) -> None:
     _, kept = run(steps)
@@ -156,7 +153,6 @@ def test_a_reloaded_state_decides_as_the_one_kept_in_memory(steps: list[tuple[st
     assert kept == reloaded
 
 
-@settings(max_examples=200, deadline=None)
 @given(scripts(), st.integers(0, 40))
 def test_dropping_stale_deadlines_changes_no_output(steps: list[tuple[str, Any]], split: int) -> None:
     """The deadlines queue rebuilt at every chance (no stale entry kept) decides as one never rebuilt,
@@ -174,7 +170,6 @@ def test_dropping_stale_deadlines_changes_no_output(steps: list[tuple[str, Any]]
     assert kept == always == reloaded == never
 
 
-@settings(max_examples=200, deadline=None)
 @given(scripts())
 def test_no_startable_job_waits_while_a_later_one_of_a_worker_with_room_starts(steps: list[tuple[str, Any]]) -> None:
     for s, outputs in folded(steps):
@@ -193,7 +188,6 @@ def test_no_startable_job_waits_while_a_later_one_of_a_worker_with_room_starts(s
             assert all(key < (job.acceptable_start, job.order) for key in keys), f"{job.uuid} overtaken"
 
 
-@settings(max_examples=200, deadline=None)
 @given(scripts())
 def test_the_buckets_a_record_touched_are_all_it_changed(steps: list[tuple[str, Any]]) -> None:
     """The worker rewrites only the job buckets a record touched: kept that way, the stored buckets are the state's."""
@@ -206,7 +200,6 @@ def test_the_buckets_a_record_touched_are_all_it_changed(steps: list[tuple[str, 
         assert {name: jobs for name, jobs in stored.items() if jobs} == buckets(s.state)
 
 
-@settings(max_examples=200, deadline=None)
 @given(scripts())
 def test_every_worker_that_can_start_offers_its_top_and_no_slot_idles(steps: list[tuple[str, Any]]) -> None:
     """The merged queue (`tops`) holds each worker's current top while it has room, so after every record

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import given
 
 from streams.core import pools
 from streams.core.pools import codec
@@ -28,7 +28,6 @@ def fold(log: Log, names: list[str], log_events: list[tuple[Any, ...]]) -> list[
     return out
 
 
-@settings(max_examples=60, deadline=None)
 @given(policies(), events, events)
 def test_a_restored_pool_folds_on_byte_for_byte(policy: dict[str, Any], first: list[Any], then: list[Any]) -> None:
     names = [a["App"] for a in policy["apps"]]

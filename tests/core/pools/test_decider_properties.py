@@ -6,7 +6,7 @@ import itertools
 import json
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from schemas.decisions import ScalingDecision
@@ -73,7 +73,6 @@ def run(policy: dict[str, Any], log_events: list[tuple[Any, ...]], shout: bool =
     return steps
 
 
-@settings(max_examples=300, deadline=None)
 @given(policies(), events)
 def test_invariants_hold_for_every_decision(policy: dict[str, Any], log_events: list[tuple[Any, ...]]) -> None:
     for before, after, d in run(policy, log_events):
@@ -111,7 +110,6 @@ def test_invariants_hold_for_every_decision(policy: dict[str, Any], log_events: 
         assert d["outcome"] != "rejected" or d["granted"] == 0
 
 
-@settings(max_examples=100, deadline=None)
 @given(policies(), events)
 def test_same_input_gives_the_same_output_bytes(policy: dict[str, Any], log_events: list[tuple[Any, ...]]) -> None:
     def outputs() -> list[bytes]:
@@ -120,7 +118,6 @@ def test_same_input_gives_the_same_output_bytes(policy: dict[str, Any], log_even
     assert outputs() == outputs()
 
 
-@settings(max_examples=100, deadline=None)
 @given(policies(), events)
 def test_app_names_match_case_insensitively(policy: dict[str, Any], log_events: list[tuple[Any, ...]]) -> None:
     plain = [d for _, _, d in run(policy, log_events)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from schemas.decisions import ScalingDecision
@@ -166,7 +166,6 @@ def test_timing_survives_the_changelog() -> None:
     assert codec.load(json.loads(json.dumps(codec.dump_state(state))), codec.dump_policies(state)) == state
 
 
-@settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 100), st.integers(1, 20_000), st.booleans()), min_size=1, max_size=40),
        st.integers(1, 60))
 def test_with_stabilization_no_app_changes_direction_twice_within_its_window(
@@ -233,7 +232,6 @@ timed_events = st.lists(st.one_of(
 ), max_size=30)
 
 
-@settings(max_examples=100, deadline=None)
 @given(timed_events, st.sampled_from(["hold", "idle", {"fallback_metrical": 75}]), st.integers(1, 40))
 def test_timed_states_keep_idle_in_step_with_numbers_and_survive_the_changelog(
         events: list[tuple[str, str, int, int]], on_stale: Any, window_s: int) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from streams.core.shards import plans
@@ -24,7 +24,6 @@ def tasks_of(ranges: dict[str, Any]) -> list[int]:
     return sorted(t for spans in ranges.values() for a, b in spans for t in range(a, b + 1))
 
 
-@settings(max_examples=150, deadline=None)
 @given(st.lists(EVENT, max_size=40))
 def test_plans_cover_every_task_once_with_rising_epochs_as_a_pure_function(events: list[tuple[Any, ...]]) -> None:
     log = ShardLog()
@@ -54,7 +53,6 @@ def test_plans_cover_every_task_once_with_rising_epochs_as_a_pure_function(event
         assert set(plan["awaiting"]) <= set(plan["nodes"])
 
 
-@settings(max_examples=200, deadline=None)
 @given(st.sets(st.text("abcdefgh0123456789", min_size=1, max_size=6), min_size=1, max_size=12),
        st.text("xyz", min_size=1, max_size=4), st.integers(1, 20_000))
 def test_ring_moves_only_to_a_joiner_and_about_a_share_of_the_tasks(nodes: set[str], new: str, tasks: int) -> None:
@@ -90,7 +88,6 @@ def memberships(draw: st.DrawFn) -> list[tuple[str, str, int, list[str]]]:
     return steps
 
 
-@settings(max_examples=200, deadline=None)
 @given(memberships())
 def test_a_snapshot_read_before_the_newest_registration_never_changes_the_membership(
         steps: list[tuple[str, str, int, list[str]]]) -> None:
