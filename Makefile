@@ -1,5 +1,5 @@
 # The two commands a newcomer needs are `make run` and `make test`; both install what is missing.
-.PHONY: setup test-setup run test test-fast test-integration down status lint schemas bench
+.PHONY: setup test-setup run test test-fast test-integration down status lint docs schemas bench
 
 setup:
 	@bash infra/bootstrap.sh
@@ -11,7 +11,7 @@ run: setup
 	.venv/bin/tribunal run
 
 # The whole suite, as CI runs it: every test, the hypothesis `ci` profile, the 25 slowest listed.
-test: test-setup lint
+test: test-setup lint docs
 	HYPOTHESIS_PROFILE=ci .venv/bin/pytest --durations=25
 
 # The inner loop: the pure core, schemas, replay and audit on logs, no broker (under a minute).
@@ -30,9 +30,13 @@ status:
 	.venv/bin/tribunal infra status
 
 lint:
-	.venv/bin/ruff check streams schemas tests bench
+	.venv/bin/ruff check streams schemas tests bench docs/hooks
 	.venv/bin/mypy
 	.venv/bin/lint-imports
+
+# The documentation site (docs/, mkdocs.yml) into .site/; strict: a broken link or a missing page fails.
+docs: test-setup
+	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet
 
 schemas:
 	.venv/bin/python -m schemas.export

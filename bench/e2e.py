@@ -49,7 +49,7 @@ TRIBUNAL = str(Path(sys.executable).with_name("tribunal"))
 POOLS = 20
 PARTITIONS = 4  # of every topic here: the bench's own and tribunal's default
 # In a fresh worker's first second of traffic (each phase starts one, on new topics) a flush waits
-# 30-100 ms on the broker instead of about 10 (README, "Performance"): the p99 is printed with and
+# 30-100 ms on the broker instead of about 10 (docs/performance-history.md): the p99 is printed with and
 # without that second.
 WARM_UP = 1.0
 SPEC = [{"Metrical": [0, 20], "Number": -10}, {"Metrical": [20, 40], "Number": -5},

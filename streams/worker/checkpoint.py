@@ -1,6 +1,6 @@
 """The worker's unit of commit: every record folded since the last commit, written and committed as one.
 
-Why batches (bench/e2e.py, README "Performance"): written record by record, a decision cost a
+Why batches (bench/e2e.py, docs/performance-history.md): written record by record, a decision cost a
 changelog record per input, a lock round per input, and Faust's commit of one transactional
 producer after another (100-500 ms with eight of them), during which the agent waited on the
 very lock the commit held. So the agents only fold, in memory, and hand each record's effects to
