@@ -12,9 +12,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from schemas.policy import DeciderPolicy, JusticePolicy, published
-from streams.core.pools import decider, justice
+from streams.core.pools import justice
 from streams.core.pools.fold import PoolState
+from streams.core.pools.rules import compile_policy
 from streams.core.pools.timing import Timing
+from streams.core.pools.verdicts import DeciderState
 
 
 def dump_policies(state: PoolState) -> dict[str, Any]:
@@ -58,7 +60,7 @@ def load(state: Mapping[str, Any] | None, policies: Mapping[str, Any] | None = N
     policies = policies or {}
     dec = None
     if "decider" in state:
-        compiled = decider.compile_policy(DeciderPolicy.model_validate(policies["decider"]))
+        compiled = compile_policy(DeciderPolicy.model_validate(policies["decider"]))
         s = state["decider"]
         t = s.get("timing")
         timing = None if t is None else Timing(
@@ -67,7 +69,7 @@ def load(state: Mapping[str, Any] | None, policies: Mapping[str, Any] | None = N
             reports={k: tuple((int(at), int(n)) for at, n in v) for k, v in t["reports"].items()},
             numbers={k: int(v) for k, v in t["numbers"].items()}, stale=frozenset(t["stale"]),
             preempted={k: int(v) for k, v in t["preempted"].items()})
-        dec = decider.DeciderState.of(compiled, int(s["capacity"]), dict(s["instances"]),
+        dec = DeciderState.of(compiled, int(s["capacity"]), dict(s["instances"]),
                                       {k: float(v) for k, v in s["metricals"].items()}, timing)
     jus = None
     if "justice" in state:

@@ -20,8 +20,8 @@ from streams.core.deadletter import Rejected
 from streams.core.intake import error_text, parse, readable
 from streams.core.outputs import Emit
 from streams.core.pools import decider, justice
-from streams.core.pools.decider import DeciderState
 from streams.core.pools.justice import JusticeState
+from streams.core.pools.verdicts import DeciderState, Verdict
 from streams.core.source import SourceRecord, cause_of, event_time, named_key, record_key
 
 POLICIES = "policies"
@@ -153,13 +153,13 @@ def _trigger(kind: str, capacity: int | None = None, app: str | None = None) -> 
 
 
 # -- metrics ------------------------------------------------------------------------------------
-def _decider_of(state: PoolState, pool: str) -> decider.DeciderState:
+def _decider_of(state: PoolState, pool: str) -> DeciderState:
     if state.decider is None:
         raise Rejected("no_policy", f"pool {pool!r} has no decider policy yet")
     return state.decider
 
 
-def _app_key(current: decider.DeciderState, app: str, pool: str) -> str:
+def _app_key(current: DeciderState, app: str, pool: str) -> str:
     key = app.casefold()
     if key not in current.policy.by_key:
         known = ", ".join(r.name for r in current.policy.rules)
@@ -186,8 +186,8 @@ def _decider_metric(state: PoolState, record: SourceRecord, pool: str) -> tuple[
     return state, [*emits, *emitted]
 
 
-def _decision(state: PoolState, current: decider.DeciderState, record: SourceRecord, pool: str,
-              trigger: Mapping[str, Any], verdict: decider.Verdict,
+def _decision(state: PoolState, current: DeciderState, record: SourceRecord, pool: str,
+              trigger: Mapping[str, Any], verdict: Verdict,
               before: DeciderState | None = None) -> tuple[PoolState, list[Emit]]:
     """The admitted `state` with decider `current`, and its `ScalingDecision` record, as a mapping in the
     model's field order (the hot path).

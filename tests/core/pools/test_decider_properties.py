@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from schemas.decisions import ScalingDecision
-from streams.core.pools.decider import DeciderState
+from streams.core.pools.verdicts import DeciderState
 from tests.core.pools.builders import Log
 
 NAMES = ["ats", "hadoop", "redis", "spark", "kafka", "mysql"]

@@ -1,0 +1,186 @@
+"""Growth (SPEC §2): the three rounds of a grant, each only while something is still needed: free
+capacity, idle donors (of any priority), preemption of lower priorities by score with largest-remainder
+shares, exact fractions throughout."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from schemas.decisions import Outcome, Round
+from streams.core.pools.rules import FREE, NEUTRAL, AppRule, CompiledPolicy
+from streams.core.pools.timing import Timing
+from streams.core.pools.verdicts import DeciderState, MoveRecord, Verdict, cap_note, decided, move, move_cap, reset
+
+
+@dataclass(slots=True)
+class Grant:
+    """One growth decision while it is worked out: mutable inside the decision, frozen into a state after."""
+
+    rule: AppRule
+    need: int
+    instances: dict[str, int]
+    metricals: dict[str, float]
+    idle: frozenset[str]
+    timing: Timing | None
+    moves: list[MoveRecord] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    scores: dict[str, float] = field(default_factory=dict)
+
+    def take(self, donor: AppRule | None, count: int, round_: Round) -> None:
+        """`count` instances to the growing app, from `donor` (None: free capacity)."""
+        me = self.rule
+        if donor is not None:
+            self.instances[donor.key] -= count
+        self.instances[me.key] += count
+        self.need -= count
+        self.moves.append(move(FREE if donor is None else donor.name, me.name, count, round_))
+
+
+def grow(state: DeciderState, rule: AppRule, metrical: float, metricals: dict[str, float],
+          idle: frozenset[str], number: int) -> tuple[DeciderState, Verdict]:
+    """SPEC §2's three rounds, each only while something is still needed: free, idle donors, preemption."""
+    room = number if rule.max_num is None else max(0, min(number, rule.max_num - state.instances[rule.key]))
+    if room == 0:
+        return DeciderState(state.policy, state.capacity, state.instances, metricals, idle, state.timing), decided(
+            "rejected", "at_max_num", f"{rule.name} wants +{number} but is at MaxNum {rule.max_num}")
+    wanted = move_cap(state.policy, room)
+    grant = Grant(rule, wanted, dict(state.instances), metricals, idle, state.timing)
+    _from_free(state, grant)
+    if grant.need:
+        _from_idle(state, grant)
+    if grant.need:
+        _by_preemption(state, grant)
+    granted = wanted - grant.need
+    outcome: Outcome = "scaled" if grant.need == 0 else ("partial" if granted else "rejected")
+    code = {"scaled": "granted", "partial": "partially_granted", "rejected": "no_capacity"}[outcome]
+    capped = f" (capped by MaxNum {rule.max_num})" if room < number else ""
+    reason = (f"{rule.name} at {metrical:g} wants +{wanted}{capped}{cap_note(state.policy, room, wanted)}: "
+              + "; ".join(grant.notes) + f"; granted {granted}")
+    new = DeciderState(state.policy, state.capacity, grant.instances, grant.metricals, grant.idle, grant.timing)
+    return new, decided(outcome, code, reason, grant.moves, requested=wanted, granted=granted, scores=grant.scores)
+
+
+def _from_free(state: DeciderState, grant: Grant) -> None:
+    """Round 1: free capacity."""
+    take = min(grant.need, max(0, state.capacity - sum(grant.instances.values())))
+    if take:
+        grant.take(None, take, "free")
+        grant.notes.append(f"{take} from free capacity")
+    else:
+        grant.notes.append("no free capacity")
+
+
+def _from_idle(state: DeciderState, grant: Grant) -> None:
+    """Round 2: idle donors of any priority, lowest priority first, then larger surplus, then name.
+
+    An idle app's Number is negative: it offers min(-Number, instances - MinNum), and a donor's
+    metrical is reset to neutral (SPEC §2)."""
+    by_key, instances, metricals, me = state.policy.by_key, grant.instances, grant.metricals, grant.rule
+    numbers = grant.timing.numbers if grant.timing is not None else None  # as stabilized, under a timed policy
+    offers = {}
+    for k in grant.idle:
+        if k != me.key:
+            donor = by_key[k]
+            number = donor.number(metricals[k]) if numbers is None else numbers[k]
+            offer = min(-number, instances[k] - donor.min_num)
+            if offer > 0:
+                offers[k] = offer
+    given = []
+    for donor in sorted((by_key[k] for k in offers), key=lambda r: (-r.priority, -offers[r.key], r.key)):
+        give = min(grant.need, offers[donor.key])
+        grant.take(donor, give, "idle")
+        metricals[donor.key] = NEUTRAL
+        grant.timing, grant.idle = reset(grant.timing, donor, grant.idle)
+        given.append(f"{donor.name} {give}")
+        if not grant.need:
+            break
+    if given:
+        grant.notes.append("idle donors gave " + ", ".join(given))
+    else:
+        grant.notes.append("no idle app above MinNum" + _busy(state, me, metricals))
+
+
+def _by_preemption(state: DeciderState, grant: Grant) -> None:
+    """Round 3: preemption of strictly lower priority, by score, largest remainder, until met; an app in its
+    cool-down after a preemption (preempted_cooldown_s) is spared."""
+    rule, instances, names = grant.rule, grant.instances, state.policy.by_key
+    lower = state.policy.lower_than[rule.priority]
+    candidates = [r for r in lower if instances[r.key] > r.min_num]
+    if not lower:
+        grant.notes.append(f"no app has lower priority than {rule.name} (P{rule.priority})")
+        return
+    cooling = _cooling(state.policy, grant.timing, candidates)
+    if cooling:
+        candidates = [r for r in candidates if r.key not in cooling]
+    if not candidates:
+        grant.notes.append("lower-priority apps are at MinNum" + (" or cooling down" if cooling else "") + ": "
+                           + ", ".join(r.name for r in lower))
+        return
+    exact = {r.key: _score(grant.metricals[r.key], r.priority) for r in candidates}
+    grant.scores = {names[k].name: float(v) for k, v in sorted(exact.items())}
+    taken = sorted(_preempt(grant.need, exact, {r.key: instances[r.key] - r.min_num for r in candidates}).items())
+    for key, n in taken:
+        grant.take(names[key], n, "preempt")
+    grant.notes.append("preempted " + ", ".join(f"{names[k].name} {n}" for k, n in taken)
+                       + (" (cooling down: " + ", ".join(names[k].name for k in cooling) + ")" if cooling else ""))
+    if state.policy.cooldown_ms and grant.timing is not None:
+        timing = grant.timing
+        grant.timing = timing._replace(preempted={**timing.preempted, **{k: timing.now for k, _ in taken}})
+
+
+def _cooling(policy: CompiledPolicy, timing: Timing | None, candidates: list[AppRule]) -> list[str]:
+    """Candidates preempted less than preempted_cooldown_s ago (sorted keys)."""
+    if not policy.cooldown_ms or timing is None:
+        return []
+    return sorted(r.key for r in candidates
+                  if r.key in timing.preempted and timing.now - timing.preempted[r.key] < policy.cooldown_ms)
+
+
+def _busy(state: DeciderState, rule: AppRule, metricals: Mapping[str, float], most: int = 3) -> str:
+    """Why the higher- or equal-priority apps gave nothing: they are not idle (the first few named)."""
+    busy = [r for r in state.policy.not_lower[rule.priority] if r is not rule]
+    if not busy:
+        return ""
+    named = "; ".join(f"{r.name} (P{r.priority}) is not idle at {metricals[r.key]:g}" for r in busy[:most])
+    return f" ({named}{f'; and {len(busy) - most} more' if len(busy) > most else ''})"
+
+
+def _score(metrical: float, priority: int) -> int | Fraction:
+    """100 - metrical + Priority * 10, exactly (higher priority and higher load give up less)."""
+    if metrical.is_integer():
+        return 100 + priority * 10 - int(metrical)
+    return 100 + priority * 10 - Fraction(metrical)
+
+
+def _preempt(need: int, scores: Mapping[str, int | Fraction], room: Mapping[str, int]) -> dict[str, int]:
+    """Split `need` by score with largest-remainder rounding, capped by room; repeat until met.
+
+    Ties for a leftover unit go to the higher score, then the app name. Scores are exact (a float
+    metrical is a binary fraction); scaled to integers by their common denominator, every share
+    is an integer division, and comparing fractional parts is comparing remainders. Every pass
+    hands out at least one unit while anyone has room, so the loop ends.
+    """
+    den = math.lcm(*(s.denominator for s in scores.values()))
+    weight = {k: int(s * den) for k, s in scores.items()}
+    taken = dict.fromkeys(room, 0)
+    while need > 0:
+        open_ = [k for k in sorted(room) if room[k] > taken[k]]
+        if not open_:
+            break
+        total = sum(weight[k] for k in open_)
+        split = {k: divmod(need * weight[k], total) for k in open_}
+        shares = {k: q for k, (q, _) in split.items()}
+        leftover = need - sum(shares.values())
+        if leftover:
+            for k in sorted(open_, key=lambda k: (-split[k][1], -weight[k], k))[:leftover]:
+                shares[k] += 1
+        given = 0
+        for k in open_:
+            give = min(shares[k], room[k] - taken[k])
+            taken[k] += give
+            given += give
+        need -= given
+    return {k: n for k, n in taken.items() if n}

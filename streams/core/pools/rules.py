@@ -1,0 +1,91 @@
+"""A decider policy compiled for folding (SPEC §2): each app's rule (priority, MinNum, MaxNum, its
+ranges as (lo, hi, Number) triples, release, windows and stale handling in milliseconds), looked up by the
+app's case-folded name."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from schemas.policy import METRICAL_MAX, AppPolicy, DeciderPolicy
+from streams.core.pools.ranges import in_range
+
+NEUTRAL = 50.0  # the metrical every app starts at, and a donor is reset to (SPEC §2)
+FREE = "free"
+
+
+@dataclass(frozen=True, slots=True)
+class AppRule:
+    name: str
+    key: str
+    priority: int
+    min_num: int
+    max_num: int | None
+    eager: bool
+    ranges: tuple[tuple[float, float, int], ...]
+    by_integer: Mapping[float, int] = field(default_factory=dict, compare=False)  # Number of 0.0 .. 100.0, precomputed
+    up_ms: int = 0  # scale_up_stabilization_s, in ms (0: none)
+    down_ms: int = 0  # scale_down_stabilization_s
+    stale_ms: int | None = None  # stale_after_s
+    on_stale: str = "hold"  # hold, idle or fallback
+    fallback: float | None = None  # the metrical of on_stale fallback
+
+    def number(self, metrical: float) -> int:
+        """The Number of the range holding `metrical`: [lo, hi), the range ending at 100 closed."""
+        known = self.by_integer.get(metrical)  # the common case: an integer score
+        return known if known is not None else number_in(self.ranges, metrical)
+
+
+def number_in(ranges: tuple[tuple[float, float, int], ...], metrical: float) -> int:
+    """The Number of the first range holding `metrical` (`in_range`)."""
+    for lo, hi, number in ranges:
+        if in_range(lo, hi, metrical):
+            return number
+    return 0  # unreachable for a validated policy, whose ranges cover [0, 100]
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledPolicy:
+    version: str
+    capacity: int | None
+    starting: Mapping[str, int]
+    rules: tuple[AppRule, ...]  # sorted by key
+    by_key: Mapping[str, AppRule] = field(compare=False)
+    lower_than: Mapping[int, tuple[AppRule, ...]] = field(compare=False)  # priority -> strictly lower rules
+    not_lower: Mapping[int, tuple[AppRule, ...]] = field(compare=False)  # priority -> rules of it or higher
+    names: tuple[tuple[str, str], ...] = field(compare=False)  # (name, key) of every rule, in rules order
+    named_as_keys: bool = field(default=False, compare=False)  # every app's name is its key (no capitals)
+    source: DeciderPolicy | None = field(default=None, compare=False)  # the record it was compiled from
+    observe_only: bool = False
+    max_moves: int | None = None  # max_moves_per_decision
+    cooldown_ms: int | None = None  # preempted_cooldown_s
+    timed: bool = False  # some option is measured in time: states keep a `Timing`
+    stale_ms: Mapping[str, int] = field(default_factory=dict, compare=False)  # app -> stale_after, of apps with one
+
+
+def _ms(seconds: float | None) -> int:
+    return round(seconds * 1000) if seconds else 0
+
+
+def _rule(app: AppPolicy) -> AppRule:
+    ranges = tuple(sorted((s.Metrical[0], s.Metrical[1], s.Number) for s in app.Spec))
+    on_stale, fallback = app.stale_handling()
+    return AppRule(name=app.App, key=app.App.casefold(), priority=app.Priority, min_num=app.MinNum,
+                   max_num=app.MaxNum, eager=app.release == "eager", ranges=ranges,
+                   by_integer={float(m): number_in(ranges, float(m)) for m in range(METRICAL_MAX + 1)},
+                   up_ms=_ms(app.scale_up_stabilization_s), down_ms=_ms(app.scale_down_stabilization_s),
+                   stale_ms=_ms(app.stale_after_s) or None, on_stale=on_stale, fallback=fallback)
+
+
+def compile_policy(policy: DeciderPolicy) -> CompiledPolicy:
+    rules = tuple(sorted((_rule(a) for a in policy.apps), key=lambda r: r.key))
+    starting = {name.casefold(): n for name, n in policy.starting_instances().items()}
+    lower_than = {p: tuple(r for r in rules if r.priority > p) for p in range(1, 11)}
+    not_lower = {p: tuple(r for r in rules if r.priority <= p) for p in range(1, 11)}
+    return CompiledPolicy(version=policy.version, capacity=policy.capacity, starting=starting, rules=rules,
+                          by_key={r.key: r for r in rules}, lower_than=lower_than, not_lower=not_lower,
+                          names=tuple((r.name, r.key) for r in rules),
+                          named_as_keys=all(r.name == r.key for r in rules), source=policy,
+                          observe_only=policy.observe_only, max_moves=policy.max_moves_per_decision,
+                          cooldown_ms=_ms(policy.preempted_cooldown_s) or None, timed=policy.timed(),
+                          stale_ms={r.key: r.stale_ms for r in rules if r.stale_ms})

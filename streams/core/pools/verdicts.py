@@ -1,0 +1,106 @@
+"""A pool's decider state and what a decision says (`Verdict`): the pieces every event handler
+(`decider`) and the grant rounds (`grants`) share."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
+
+from schemas.decisions import Outcome, Round
+from streams.core.pools.rules import NEUTRAL, AppRule, CompiledPolicy
+from streams.core.pools.timing import Timing
+
+
+class DeciderState(NamedTuple):
+    """A pool's decider state; a named tuple, built once per record (see `streams.core.outputs`).
+
+    `instances` and `metricals` hold every app of the policy, in the policy's rule order (`of`
+    makes it so, and every fold copies or updates them in place of order): outputs list apps in
+    that order, and where names are keys they are the output's mappings as they stand.
+    """
+
+    policy: CompiledPolicy
+    capacity: int
+    instances: Mapping[str, int]
+    metricals: Mapping[str, float]
+    idle: frozenset[str] = frozenset()  # apps whose last metrical maps to a negative Number (`timing.numbers`)
+    timing: Timing | None = None  # only under a policy with options measured in time
+
+    @classmethod
+    def of(cls, policy: CompiledPolicy, capacity: int, instances: Mapping[str, int],
+           metricals: Mapping[str, float], timing: Timing | None = None) -> DeciderState:
+        keys = [r.key for r in policy.rules]
+        instances, metricals = {k: instances[k] for k in keys}, {k: metricals[k] for k in keys}
+        if timing is None:
+            idle = frozenset(k for k, m in metricals.items() if policy.by_key[k].number(m) < 0)
+        else:
+            idle = frozenset(k for k in keys if timing.numbers[k] < 0)
+        return cls(policy, capacity, instances, metricals, idle, timing)
+
+    def by_name(self) -> tuple[Mapping[str, int], Mapping[str, float]]:
+        """Instances and metricals keyed by the apps' names, in rule order (the states' own where names
+        are keys: they are never changed once built)."""
+        policy = self.policy
+        if policy.named_as_keys:
+            return self.instances, self.metricals
+        instances, metricals = self.instances, self.metricals
+        return ({name: instances[key] for name, key in policy.names},
+                {name: metricals[key] for name, key in policy.names})
+
+    @property
+    def free(self) -> int:
+        return self.capacity - sum(self.instances.values())
+
+
+def mark(idle: frozenset[str], key: str, is_idle: bool) -> frozenset[str]:
+    if (key in idle) == is_idle:
+        return idle
+    return idle | {key} if is_idle else idle - {key}
+
+
+class Verdict(NamedTuple):
+    outcome: Outcome
+    requested: int
+    granted: int
+    moves: tuple[MoveRecord, ...]
+    scores: Mapping[str, float]
+    reason_code: str
+    reason: str
+    shaped: Mapping[str, Any] | None = None  # what else shaped it: a stabilization window, stale handling
+
+
+MoveRecord = dict[str, Any]  # a `schemas.decisions.Move`, laid out as it is serialised
+
+
+def move(source: str, target: str, count: int, round_: Round) -> MoveRecord:
+    return {"from": source, "to": target, "count": count, "round": round_}
+
+
+def decided(outcome: Outcome, code: str, reason: str, moves: Iterable[MoveRecord] = (), requested: int = 0,
+             granted: int = 0, scores: Mapping[str, float] | None = None) -> Verdict:
+    return Verdict(outcome, requested, granted, tuple(moves), scores or {}, code, reason)
+
+
+def offered(rule: AppRule, instances: int, number: int) -> int:
+    """What an idle app offers: min(-Number, instances - MinNum); 0 unless its Number is negative."""
+    return max(0, min(-number, instances - rule.min_num)) if number < 0 else 0
+
+
+def surplus(rule: AppRule, instances: int, metrical: float) -> int:
+    return offered(rule, instances, rule.number(metrical))
+
+
+def move_cap(policy: CompiledPolicy, count: int) -> int:
+    return count if policy.max_moves is None else min(count, policy.max_moves)
+
+
+def cap_note(policy: CompiledPolicy, wanted: int, capped: int) -> str:
+    return f" (capped by max_moves_per_decision {policy.max_moves})" if capped < wanted else ""
+
+
+def reset(timing: Timing | None, rule: AppRule, idle: frozenset[str]) -> tuple[Timing | None, frozenset[str]]:
+    """An app that gave instances up stands at the neutral metrical's Number until it reports again."""
+    number = rule.number(NEUTRAL)
+    if timing is not None:
+        timing = timing._replace(numbers={**timing.numbers, rule.key: number})
+    return timing, mark(idle, rule.key, number < 0)
