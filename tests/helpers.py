@@ -1,4 +1,5 @@
-"""Helpers shared by the integration tests: the CLI as a user runs it, and reading topics."""
+"""Helpers shared by the integration tests: the CLI as a user runs it, its daemons started and stopped, waiting on
+a condition, and reading topics."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from streams import kafka
 
@@ -110,6 +112,33 @@ class Worker(Service):
     args = ("worker",)
 
 
+S = TypeVar("S", bound=Service)
+
+
+@contextmanager
+def running(service: S) -> Iterator[S]:
+    """`service` started, and stopped when the block ends, however it ends."""
+    service.start()
+    try:
+        yield service
+    finally:
+        service.stop()
+
+
+T = TypeVar("T")
+
+
+def until(done: Callable[[], T], what: str | Callable[[], str], timeout: float = 60, every: float = 0.1) -> T:
+    """Wait until `done()` returns something true, and return it; after `timeout` s fail, saying `what` was waited
+    for (a callable is asked then: a log's tail, say)."""
+    deadline = time.monotonic() + timeout
+    while not (result := done()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what() if callable(what) else what}")
+        time.sleep(every)
+    return result
+
+
 Partitioner = Callable[[bytes | None], int | None]
 
 
@@ -144,13 +173,11 @@ async def produce_all(bootstrap: str, records: list[tuple[str, bytes | None, byt
 
 def wait_until_ready(worker: Worker, start: int, timeout: float = 180) -> None:
     """Until the latest run (at least the `start`-th; restarts in place add runs) folds records."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def ready() -> bool:
         runs = worker.log().split("[^Worker]: Starting...")
-        if len(runs) > start and "[^Worker]: Ready" in runs[-1]:
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"run {start} of the worker never got ready:\n{worker.log()[-3000:]}")
+        return len(runs) > start and "[^Worker]: Ready" in runs[-1]
+
+    until(ready, lambda: f"run {start} of the worker to get ready:\n{worker.log()[-3000:]}", timeout, every=0.2)
 
 
 def kill_repeatedly(worker: Worker, busy: threading.Thread, rng: random.Random, at_least: int,

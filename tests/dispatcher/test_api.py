@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -19,7 +18,7 @@ import pytest
 
 from schemas.export import OPENAPI
 from streams.infra.cluster import free_ports
-from tests.helpers import Service, Worker, wait_until_ready
+from tests.helpers import Service, Worker, running, until, wait_until_ready
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,22 +40,19 @@ def call(base: str, method: str, path: str, body: Any = None, raw: bytes | None 
 def serving(worker_env: dict[str, str], worker: Worker, tmp_path: Path) -> Iterator[tuple[str, Service]]:
     """`tribunal dispatcher-api` on a free port, answering, beside a worker that has its partitions."""
     [port] = free_ports(1)
-    api = Service(worker_env, tmp_path / "api.log", "dispatcher-api", "--port", str(port))
-    api.start()
     base = f"http://127.0.0.1:{port}"
-    try:
+    with running(Service(worker_env, tmp_path / "api.log", "dispatcher-api", "--port", str(port))) as api:
         wait_until_ready(worker, 1)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                call(base, "GET", "/openapi.json")
-                break
-            except (urllib.error.URLError, ConnectionError):
-                assert time.monotonic() < deadline, api.log()
-                time.sleep(0.2)
+        until(lambda: answers(base), lambda: f"the API to answer: {api.log()}")
         yield base, api
-    finally:
-        api.stop()
+
+
+def answers(base: str) -> bool:
+    try:
+        call(base, "GET", "/openapi.json")
+        return True
+    except (urllib.error.URLError, ConnectionError):
+        return False
 
 
 def test_the_rest_api_writes_reads_and_refuses_with_problems(worker_env: dict[str, str], worker: Worker,
@@ -73,20 +69,16 @@ def test_the_rest_api_writes_reads_and_refuses_with_problems(worker_env: dict[st
         assert status == 202 and len(body["uuids"]) == 2, body
         x, y = body["uuids"]
 
-        deadline = time.monotonic() + 60  # start 0 <= now 0: x starts with the assign, y waits for the cap
-        while (found := call(base, "GET", f"/namespaces/api/jobs/{x}"))[0] != 200 or found[2]["status"] != "running":
-            assert time.monotonic() < deadline, (found, worker.log()[-2000:])
-            time.sleep(0.2)
+        # start 0 <= now: x starts with the assign, y waits for the cap
+        until(lambda: (found := call(base, "GET", f"/namespaces/api/jobs/{x}"))[0] == 200
+              and found[2]["status"] == "running", lambda: f"x to run: {worker.log()[-2000:]}")
         assert call(base, "GET", f"/namespaces/api/jobs/{y}")[2]["status"] == "startable"
         status, _, namespace = call(base, "GET", "/namespaces/api")
         assert status == 200 and (namespace["running"], namespace["pending"], namespace["max"]) == (1, 1, 1)
 
         status, _, _ = call(base, "POST", f"/namespaces/api/jobs/{x}/finish")
         assert status == 202
-        deadline = time.monotonic() + 60
-        while call(base, "GET", f"/namespaces/api/jobs/{x}")[0] != 404:  # finished: gone from the state
-            assert time.monotonic() < deadline
-            time.sleep(0.2)
+        until(lambda: call(base, "GET", f"/namespaces/api/jobs/{x}")[0] == 404, "x to leave the state (finished)")
         assert call(base, "GET", f"/namespaces/api/jobs/{y}")[2]["status"] == "running"
 
         # bad requests: problem bodies

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import Worker, produce_all, read_committed, tribunal, wait_until_ready
+from tests.helpers import Worker, produce_all, read_committed, running, tribunal, wait_until_ready
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -21,9 +21,7 @@ def test_a_toy_fold_runs_live_replays_verifies_and_explains(worker_env: dict[str
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
     made = tribunal("topics", "create", env=env).stdout
     assert f"{unique}.tallies" in made and f"{unique}.tally-counts" in made and f"{unique}.tallies.dlq" in made
-    worker = Worker(env, tmp_path / "worker.log")
-    worker.start()
-    try:
+    with running(Worker(env, tmp_path / "worker.log")) as worker:
         wait_until_ready(worker, 1)
         topic = f"{unique}.tallies"
         produced = asyncio.run(produce_all(kafka, [(topic, b"a", b"x"), (topic, b"b", b"y"), (topic, b"a", b"z"),
@@ -54,5 +52,3 @@ def test_a_toy_fold_runs_live_replays_verifies_and_explains(worker_env: dict[str
         text = tribunal("explain", "--cause", f"tallies:{partition}:{offset}", env=env).stdout
         assert '"count": 2' in text and "output" in text
         assert worker.alive
-    finally:
-        worker.stop()

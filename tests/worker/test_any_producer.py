@@ -24,7 +24,7 @@ from streams.core.folds import FOLDS
 from streams.io import envelope, read_log
 from streams.worker.routing import partition_for
 from tests.core.pools.builders import seed_policy
-from tests.helpers import Worker, produce_all, read_committed, tribunal
+from tests.helpers import Worker, produce_all, read_committed, running, tribunal
 
 pytestmark = pytest.mark.integration
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -163,9 +163,7 @@ def test_a_quiet_worker_is_not_restarted_for_the_markers_forwarding_leaves(kafka
     it for a record waiting, restarting an idle worker every STALL_TIMEOUT."""
     env = {**worker_env, "TRIBUNAL_STALL_TIMEOUT": "2"}
     tribunal("topics", "create", env=env)
-    worker = Worker(env, tmp_path / "worker.log")
-    worker.start()
-    try:
+    with running(Worker(env, tmp_path / "worker.log")) as worker:
         p = f"{unique}."
         wrong = (partition_for("q", PARTITIONS) + 1) % PARTITIONS
         asyncio.run(produce_all(kafka, [(p + "policies", b"q", json.dumps(seed_policy()).encode())]))
@@ -174,5 +172,3 @@ def test_a_quiet_worker_is_not_restarted_for_the_markers_forwarding_leaves(kafka
         assert len(committed(kafka, p + "scaling-decisions", 3)) == 3, worker.log()[-3000:]
         time.sleep(13)  # two watchdog rounds (every 5 s) past the stall timeout
         assert "restarting the worker in place" not in worker.log(), worker.log()[-3000:]
-    finally:
-        worker.stop()

@@ -24,7 +24,7 @@ import pytest
 from streams.core import groups
 from streams.io import envelope
 from tests.core.groups.group_log import TOPIC_OF
-from tests.helpers import Worker, produce_all, read_committed, tribunal
+from tests.helpers import Worker, produce_all, read_committed, running, tribunal
 from tests.worker.test_crash import pool_policy
 
 pytestmark = pytest.mark.integration
@@ -100,9 +100,7 @@ def run_with_batches_of(kafka: str, worker_env: dict[str, str], unique: str, siz
            "TRIBUNAL_RECORD_TIME": "producer"}  # the test stamps its records: alike in every run
     tribunal("topics", "create", env=env)
     setup, load = log
-    worker = Worker(env, tmp_path / f"w{size}.log")
-    worker.start()
-    try:
+    with running(Worker(env, tmp_path / f"w{size}.log")):
         # causes carry timestamps: stamped alike in every run
         asyncio.run(produce_all(kafka, [(prefix + t, k, v) for t, k, v in setup], first_timestamp=FIRST))
         wait_for(kafka, prefix, {"scaling-decisions": POOLS, groups.GROUP_HEALTH: len(GROUPS) * SCHEDULERS})
@@ -113,8 +111,6 @@ def run_with_batches_of(kafka: str, worker_env: dict[str, str], unique: str, siz
         seen = stats(env)
         verified = tribunal("replay", "--from-kafka", "--verify", env=env)
         assert "verified:" in verified.stdout, verified.stdout + verified.stderr
-    finally:
-        worker.stop()
     # The broker verifies transactional writes (KIP-890): a write still in flight when its
     # producer's transaction takes offsets is refused once and sent again after a backoff, which
     # the checkpoint avoids by waiting for acknowledgements first.

@@ -11,7 +11,7 @@ import pytest
 
 from tests.audit.browser import assert_shows_plots
 from tests.core.dispatch.script import command, tick
-from tests.helpers import Worker, produce_all, read_committed, tribunal, wait_until_ready
+from tests.helpers import Worker, produce_all, read_committed, running, tribunal, wait_until_ready
 
 pytestmark = pytest.mark.integration
 NS = "ns-live"
@@ -26,9 +26,7 @@ def test_jobs_start_under_the_caps_finish_frees_a_slot_and_replay_agrees(worker_
                                                                          unique: str, tmp_path: Path) -> None:
     tribunal("topics", "create", env=worker_env)
     commands, ticks = f"{unique}.dispatch-commands", f"{unique}.ticks"
-    worker = Worker(worker_env, tmp_path / "worker.log")
-    worker.start()
-    try:
+    with running(Worker(worker_env, tmp_path / "worker.log")) as worker:
         wait_until_ready(worker, 1)
         jobs = [{"external_id": f"e{i}", "info": f"job {i}", "max_retries": 0, "timeout_ms": 60_000} for i in range(3)]
         sent = int(time.time() * 1000)
@@ -80,8 +78,6 @@ def test_jobs_start_under_the_caps_finish_frees_a_slot_and_replay_agrees(worker_
         dom = assert_shows_plots(page, tmp_path, 3)
         assert "Lateness of 3 starts" in dom and "<td>JobsAssigned</td>" in dom and "JobStarted 2" in dom
         assert worker.alive
-    finally:
-        worker.stop()
 
 
 def test_an_assign_of_ten_thousand_jobs_is_stored_in_buckets_and_survives_a_kill(
@@ -90,9 +86,7 @@ def test_an_assign_of_ten_thousand_jobs_is_stored_in_buckets_and_survives_a_kill
     so the jobs are stored in buckets; a SIGKILLed worker recovers them all from the changelogs."""
     tribunal("topics", "create", env=worker_env)
     commands = f"{unique}.dispatch-commands"
-    worker = Worker(worker_env, tmp_path / "worker.log")
-    worker.start()
-    try:
+    with running(Worker(worker_env, tmp_path / "worker.log")) as worker:
         wait_until_ready(worker, 1)
         jobs = [{"external_id": f"e{i}", "info": f"{i:030d}", "timeout_ms": 60_000} for i in range(10_000)]
         asyncio.run(produce_all(kafka, [
@@ -111,5 +105,3 @@ def test_an_assign_of_ten_thousand_jobs_is_stored_in_buckets_and_survives_a_kill
         starts = [json.loads(r.value) for r in asyncio.run(read_committed(kafka, f"{unique}.job-starts", 4))]
         assert starts[3]["external_id"] == "e3"
         assert "writing a batch failed" not in worker.log(), worker.log()[-3000:]
-    finally:
-        worker.stop()

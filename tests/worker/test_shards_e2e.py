@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.audit.browser import assert_shows_plots
-from tests.helpers import Worker, produce_all, read_committed, tribunal, wait_until_ready
+from tests.helpers import Worker, produce_all, read_committed, running, tribunal, wait_until_ready
 
 pytestmark = pytest.mark.integration
 JS = "js-live"
@@ -23,9 +23,7 @@ def test_plans_epochs_acks_and_the_audit_tools(worker_env: dict[str, str], kafka
                                                tmp_path: Path) -> None:
     tribunal("topics", "create", env=worker_env)
     events, acks = f"{unique}.shard-events", f"{unique}.shard-acks"
-    worker = Worker(worker_env, tmp_path / "worker.log")
-    worker.start()
-    try:
+    with running(Worker(worker_env, tmp_path / "worker.log")) as worker:
         wait_until_ready(worker, 1)
         tribunal("shard-tasks", "--job-set", JS, "2300", env=worker_env)
         key = JS.encode()
@@ -62,5 +60,3 @@ def test_plans_epochs_acks_and_the_audit_tools(worker_env: dict[str, str], kafka
         dom = assert_shows_plots(page, tmp_path, 2)
         assert "Task ranges per node over time" in dom and "awaiting n1, n2" in dom
         assert worker.alive
-    finally:
-        worker.stop()
