@@ -168,7 +168,7 @@ class SchedulerClient:
         if value is None or value.get("group") != self.group:
             return
         if record.topic == self.settings.topic(REJECTION_LIMITS):
-            if value.get("scheduler") == self.scheduler and kafka.validated(record, value, RejectionLimit):
+            if value.get("scheduler") == self.scheduler and kafka.validated(record, value, RejectionLimit) is not None:
                 self.limit = value
         elif (offers := kafka.validated(record, value, JobOffers)) is not None:
             self.offers = dict(offers.offers)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,27 +74,6 @@ def worker_topics(settings: Settings) -> set[str]:
     return {*input_topics(settings), *(settings.topic(f.repartition) for f in FOLDS)}
 
 
-async def _partitions_checked(settings: Settings, topics: list[str]) -> None:
-    """Refuse input topics made with another partition count: a key's records must meet its state in one."""
-    from aiokafka.errors import KafkaError
-
-    inputs = sorted(set(topics) & worker_topics(settings))
-    if not inputs:
-        return
-    admin = kafka.admin(settings.kafka_bootstrap, request_timeout_ms=15000)
-    try:
-        await admin.start()
-        described = await admin.describe_topics(inputs)
-    except KafkaError as e:
-        raise TribunalError(f"cannot describe topics at {settings.kafka_bootstrap}: {kafka.reason(e)}") from None
-    finally:
-        await admin.close()
-    wrong = sorted(d["topic"] for d in described if len(d["partitions"]) != settings.partitions)
-    if wrong:
-        raise TribunalError(f"input topics {wrong} do not have {settings.partitions} partitions; "
-                            "inputs must be co-partitioned (set --partitions to match)")
-
-
 def create_topics(settings: Settings, specs: list[TopicSpec] | None = None, change: bool = False) -> list[str]:
     """Create whichever catalogue topics are missing, with the catalogue's settings; return the names created.
     Existing topics whose settings differ (an input of a clocked fold made before the broker dated it) are
@@ -101,14 +81,14 @@ def create_topics(settings: Settings, specs: list[TopicSpec] | None = None, chan
     a warning: a daemon starting needs only Create and DescribeConfigs (`streams.acl`), and two daemons started
     with different `record_time` settings must not turn a topic's setting back and forth. Idempotent."""
     specs = specs if specs is not None else catalogue(settings)
-    made, differing = declare_topics(settings, {spec.name: spec.config() for spec in specs}, change)
+    made, differing = declare_topics(settings, {spec.name: spec.config() for spec in specs}, change,
+                                     co_partitioned=worker_topics(settings))
     if differing and change:
         log.warning("topics %s now have the catalogue's settings (cleanup policy, who dates their records)",
                     differing)
     elif differing:
         log.warning("topics %s do not have the catalogue's settings (cleanup policy, who dates their records): "
                     "`tribunal topics create` gives them", differing)
-    asyncio.run(_partitions_checked(settings, [spec.name for spec in specs if spec.name not in made]))
     return made
 
 
@@ -119,8 +99,8 @@ _UNKNOWN_TOPIC = 3  # DescribeConfigs': a topic listed, but not yet known to the
 _DYNAMIC_TOPIC_CONFIG = 1  # a DescribeConfigs entry's source: set on this topic (not a broker's or the default)
 
 
-async def _declare(settings: Settings, wanted: dict[str, dict[str, str]],
-                   change: bool = True) -> tuple[list[str], list[str]]:
+async def _declare(settings: Settings, wanted: dict[str, dict[str, str]], change: bool = True,
+                   co_partitioned: Collection[str] = ()) -> tuple[list[str], list[str]]:
     from aiokafka.admin import NewTopic
     from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
     from aiokafka.errors import KafkaError
@@ -143,6 +123,7 @@ async def _declare(settings: Settings, wanted: dict[str, dict[str, str]],
         existing = sorted(set(wanted) & present)
         if not existing:
             return missing, []
+        await _partitions_checked(admin, settings.partitions, sorted(set(existing) & set(co_partitioned)))
         changes = []
         for error, message, _, topic, entries in await _described(admin, existing):
             if error:
@@ -164,6 +145,16 @@ async def _declare(settings: Settings, wanted: dict[str, dict[str, str]],
         raise TribunalError(f"cannot make or change topics at {settings.kafka_bootstrap}: {kafka.reason(e)}") from None
     finally:
         await admin.close()
+
+
+async def _partitions_checked(admin: Any, partitions: int, topics: list[str]) -> None:
+    """Refuse input topics made with another partition count: a key's records must meet its state in one."""
+    if not topics:
+        return
+    wrong = sorted(d["topic"] for d in await admin.describe_topics(topics) if len(d["partitions"]) != partitions)
+    if wrong:
+        raise TribunalError(f"input topics {wrong} do not have {partitions} partitions; "
+                            "inputs must be co-partitioned (set --partitions to match)")
 
 
 async def _described(admin: Any, topics: list[str], tries: int = 10) -> list[Any]:
@@ -212,10 +203,11 @@ async def _until_set(admin: Any, wanted: dict[str, dict[str, str]], patience: fl
             await asyncio.sleep(0.1)
 
 
-def declare_topics(settings: Settings, wanted: dict[str, dict[str, str]],
-                   change: bool = True) -> tuple[list[str], list[str]]:
+def declare_topics(settings: Settings, wanted: dict[str, dict[str, str]], change: bool = True,
+                   co_partitioned: Collection[str] = ()) -> tuple[list[str], list[str]]:
     """Create each topic named in `wanted` that is missing, with its settings (and the deployment's partitions
     and replication), and give each existing one those settings, keeping its other per-topic settings (Kafka's
     AlterConfigs replaces a topic's whole set). Returns the names created and the names changed (without
-    `change`: the names whose settings differ, left as they are)."""
-    return asyncio.run(_declare(settings, wanted, change))
+    `change`: the names whose settings differ, left as they are). Existing topics among `co_partitioned` must have
+    the deployment's partition count."""
+    return asyncio.run(_declare(settings, wanted, change, co_partitioned))

@@ -6,8 +6,6 @@ import asyncio
 import json
 from pathlib import Path
 
-import pytest
-
 from streams.io import envelope
 from streams.scheduler import over_threshold
 from streams.topics import SCHEDULER_ALERTS
@@ -15,8 +13,6 @@ from tests.audit.browser import assert_shows_plots
 from tests.core.pools.builders import seed_policy
 from tests.core.pools.test_justice import justice_policy
 from tests.helpers import Worker, produce_all, read_committed, tribunal
-
-pytestmark = pytest.mark.integration
 
 
 def seed_the_log(kafka: str, unique: str, worker: Worker) -> list[dict[str, object]]:

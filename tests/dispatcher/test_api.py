@@ -14,13 +14,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from schemas.export import OPENAPI
 from streams.infra.cluster import free_ports
 from tests.helpers import Service, Worker, running, until, wait_until_ready
 
-pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 FUZZ_SEED = 35
 

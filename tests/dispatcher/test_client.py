@@ -16,8 +16,6 @@ from streams.dispatcher import DispatcherClient, JobAssign
 from streams.settings import Settings
 from tests.helpers import Service, Worker, end_offsets, produce_all, tribunal, wait_until_ready
 
-pytestmark = pytest.mark.integration
-
 
 def ticker(env: dict[str, str], tmp_path: Path, unique: str, name: str = "ticker") -> Service:
     return Service(env, tmp_path / f"{name}.log", "ticker", "--root", f"/{unique}", "--session-timeout", "4")

@@ -24,8 +24,6 @@ from streams.shards.check import check, read
 from tests.helpers import Service, Worker, read_committed, tribunal
 from tests.shards.proxy import Proxy
 
-pytestmark = pytest.mark.integration
-
 TASKS = 120
 SESSION = 4.0  # seconds; ZooKeeper (tickTime 2 s) expires sessions on tick boundaries: up to 2 s later
 GRACE = 1.0

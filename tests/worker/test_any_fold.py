@@ -7,11 +7,8 @@ import json
 import os
 from pathlib import Path
 
-import pytest
-
 from tests.helpers import Worker, produce_all, read_committed, running, tribunal, wait_until_ready
 
-pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
 
 

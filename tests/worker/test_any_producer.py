@@ -26,7 +26,6 @@ from streams.worker.routing import partition_for
 from tests.core.pools.builders import seed_policy
 from tests.helpers import Worker, produce_all, read_committed, running, tribunal
 
-pytestmark = pytest.mark.integration
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 PARTITIONS = 4  # conftest's worker_env
 

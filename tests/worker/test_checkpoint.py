@@ -19,15 +19,11 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from streams.core import groups
 from streams.io import envelope
 from tests.core.groups.group_log import TOPIC_OF
 from tests.helpers import Worker, produce_all, read_committed, running, tribunal
 from tests.worker.test_crash import pool_policy
-
-pytestmark = pytest.mark.integration
 
 POOLS, METRICS = 12, 1_500
 GROUPS, SCHEDULERS, JOBS = ("g1", "g2"), 4, 60

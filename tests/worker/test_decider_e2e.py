@@ -10,14 +10,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from streams.io import envelope
 from tests.core.pools.builders import seed_policy
 from tests.core.pools.test_justice import justice_policy
 from tests.helpers import Service, Worker, end_offsets, produce_all, read_committed, tribunal
 
-pytestmark = pytest.mark.integration
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 

@@ -7,13 +7,10 @@ import json
 import time
 from pathlib import Path
 
-import pytest
-
 from tests.audit.browser import assert_shows_plots
 from tests.core.dispatch.script import command, tick
 from tests.helpers import Worker, produce_all, read_committed, running, tribunal, wait_until_ready
 
-pytestmark = pytest.mark.integration
 NS = "ns-live"
 HOUR = 3_600_000
 

@@ -7,15 +7,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from streams.core import groups
 from streams.io import read_log
 from tests.audit.browser import assert_shows_plots
 from tests.core.groups.group_log import TOPIC_OF
 from tests.helpers import Worker, produce_all, read_committed, tribunal
-
-pytestmark = pytest.mark.integration
 
 
 def script(group: str) -> list[dict[str, Any]]:

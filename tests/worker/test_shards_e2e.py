@@ -6,12 +6,9 @@ import asyncio
 import json
 from pathlib import Path
 
-import pytest
-
 from tests.audit.browser import assert_shows_plots
 from tests.helpers import Worker, produce_all, read_committed, running, tribunal, wait_until_ready
 
-pytestmark = pytest.mark.integration
 JS = "js-live"
 
 

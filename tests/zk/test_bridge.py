@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
-
 from streams.settings import Settings
 from streams.zk.bridge import Bridge
 from streams.zk.layout import Layout, registration
-
-pytestmark = pytest.mark.integration
 
 
 def test_an_owner_node_without_data_is_published_as_unowned_never_as_empty(zookeeper: str, unique: str) -> None:

@@ -22,8 +22,6 @@ from streams.infra.cluster import free_ports
 from streams.io import read_log
 from tests.helpers import Service, Worker, tribunal
 
-pytestmark = pytest.mark.integration
-
 JOBS = 12
 
 

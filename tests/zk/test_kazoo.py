@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import threading
 
-import pytest
 from kazoo.client import KazooClient
-
-pytestmark = pytest.mark.integration
 
 
 def test_ephemeral_node_vanishes_with_its_session_and_the_watch_fires(zookeeper: str, unique: str) -> None:

@@ -60,5 +60,10 @@ class Script:
     def feed_all(self, values: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         return [o for v in values for o in self.feed(v)]
 
+    def seqs(self, stream: str) -> list[int]:
+        """The `seq` of each output on `stream`, in order (a dead letter is a model, the others mappings)."""
+        return [o.record["seq"] if isinstance(o.record, dict) else o.record.seq
+                for o in self.outputs if o.stream == stream]
+
     def of(self, kind: str) -> list[dict[str, Any]]:
         return [dict(o.record) for o in self.outputs if dict(o.record).get("type") == kind]

@@ -63,9 +63,7 @@ def test_a_dead_lettered_commands_time_still_counts() -> None:
     assert s.outputs[-1].stream == "dlq"
     s.feed(assign("w1", T, T, 1), at=T + 5_001)  # numbered on after the dead letter's record
     for stream in ("job-outcomes", "job-starts", "dlq"):
-        seqs = [o.record["seq"] if isinstance(o.record, dict) else o.record.seq for o in s.outputs
-                if o.stream == stream]
-        assert seqs == list(range(1, len(seqs) + 1)), (stream, seqs)
+        assert s.seqs(stream) == list(range(1, len(s.seqs(stream)) + 1)), (stream, s.seqs(stream))
     assert len([o for o in s.outputs if o.stream == "job-outcomes"]) == 4  # accepted, timed out, failed; accepted
 
 

@@ -118,9 +118,7 @@ def test_caps_order_and_outcomes_hold(steps: list[tuple[str, Any]]) -> None:
         assert job["final"] <= 1
     assert s.state.running == len(running)
     for stream in {o.stream for o in s.outputs}:  # each stream numbered 1, 2, ... with no gap and no repeat
-        seqs = [o.record["seq"] if isinstance(o.record, dict) else o.record.seq for o in s.outputs
-                if o.stream == stream]
-        assert seqs == list(range(1, len(seqs) + 1)), (stream, seqs)
+        assert s.seqs(stream) == list(range(1, len(s.seqs(stream)) + 1)), (stream, s.seqs(stream))
     for job in s.state.jobs.values():
         uuid = job.uuid
         assert job.attempt <= job.max_retries + 1
