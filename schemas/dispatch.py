@@ -18,6 +18,11 @@ Millis = Annotated[int, Field(ge=0, le=MAX_MILLIS, description="milliseconds sin
                    NUMBER]
 Cap = Annotated[int, Field(ge=0, le=INT64_MAX, description="jobs that may run at once"), NUMBER]
 MAX_JOBS_PER_ASSIGN = 10_000
+MAX_RETRIES = 1_000
+Attempt = Annotated[int, Field(ge=1, le=MAX_RETRIES + 1, description=(
+    "the attempt the report ends, as its `JobStarted` numbered it: a report for an attempt that is no longer "
+    "running is dead-lettered (`late_report`), never applied to a later attempt. None: whichever attempt is "
+    "running (a report that outlives its attempt's timeout then ends the retry)")), NUMBER]
 MAX_TIMEOUT_MS = 366 * 24 * 3600 * 1000  # a timeout of more than a year is not a timeout
 
 
@@ -42,7 +47,7 @@ class JobSpec(Record):
     external_id: str = Field(max_length=200, description="the client's own id for the job")
     info: str = Field("", max_length=1_000, description="opaque to the dispatcher; handed to the listener "
                       "(bounded: a namespace's jobs are stored in 256 table entries of at most 1 MB each)")
-    max_retries: Annotated[int, Field(ge=0, le=1_000), NUMBER] = 0
+    max_retries: Annotated[int, Field(ge=0, le=MAX_RETRIES), NUMBER] = 0
     timeout_ms: Annotated[int, Field(ge=1, le=MAX_TIMEOUT_MS, description="how long an attempt may run (at most "
                                      "366 days)"), NUMBER] = 60_000
 
@@ -77,13 +82,17 @@ class JobRef(Record):
     uuid: Name
 
 
-class JobFinished(JobRef):
+class AttemptRef(JobRef):
+    attempt: Attempt | None = None
+
+
+class JobFinished(AttemptRef):
     """The client's `finishJob`: the running job is done."""
 
     type: Literal["JobFinished"] = "JobFinished"
 
 
-class JobFailed(JobRef):
+class JobFailed(AttemptRef):
     """The client reports the running attempt failed; it is retried while attempts remain."""
 
     type: Literal["JobFailed"] = "JobFailed"

@@ -7,13 +7,13 @@ names the same coordinates); a bad request answers 404 or 422 with an RFC 9457 p
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, Field, TypeAdapter
 from pydantic.json_schema import models_json_schema
 
 from schemas.common import Record
-from schemas.dispatch import Assignment, Cap, Name
+from schemas.dispatch import MAX_RETRIES, Assignment, Cap, Name
 
 
 class CapBody(Record):
@@ -53,6 +53,11 @@ NAME = TypeAdapter(Name).json_schema()  # a path names what a command's field na
 NS = {"name": "namespace", "in": "path", "required": True, "schema": NAME}
 WORKER = {"name": "worker", "in": "path", "required": True, "schema": NAME}
 UUID = {"name": "uuid", "in": "path", "required": True, "schema": NAME}
+ATTEMPT_QUERY = TypeAdapter(Annotated[int, Field(ge=1, le=MAX_RETRIES + 1)])  # a query's text, read as an integer
+ATTEMPT = {"name": "attempt", "in": "query", "required": False, "schema": ATTEMPT_QUERY.json_schema(),
+           "description": "The attempt this report ends, as its JobStarted numbered it: a report for an attempt "
+                          "that ended already is dead-lettered (late_report), never applied to a later one. "
+                          "Without it, whichever attempt is running."}
 
 
 def _ref(model: str) -> dict[str, Any]:
@@ -100,9 +105,9 @@ def openapi() -> dict[str, Any]:
                 "cannot state."),
             "/namespaces/{namespace}/jobs/{uuid}": _read("A pending or running job", [NS, UUID]),
             "/namespaces/{namespace}/jobs/{uuid}/finish": _write("Report a running job done (finishJob)",
-                                                                 [NS, UUID], None),
+                                                                 [NS, UUID, ATTEMPT], None),
             "/namespaces/{namespace}/jobs/{uuid}/fail": _write("Report a running job's attempt failed",
-                                                               [NS, UUID], "FailBody"),
+                                                               [NS, UUID, ATTEMPT], "FailBody"),
             "/namespaces/{namespace}/jobs/{uuid}/cancel": _write("Cancel a pending or running job", [NS, UUID], None),
         },
         "components": {"schemas": schemas["$defs"]},

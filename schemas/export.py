@@ -44,7 +44,7 @@ from schemas.limits import (
     SchedulerRegistered,
 )
 from schemas.policy import DeciderPolicy, JusticePolicy
-from schemas.records import DeadLetter
+from schemas.records import DeadLetter, SilentInput
 from schemas.shards import LiveNode, NodeJoined, NodeLost, NodesSnapshot, ShardAck, ShardPlan, TaskCountSet
 
 MODELS: tuple[type[BaseModel], ...] = (
@@ -56,6 +56,7 @@ MODELS: tuple[type[BaseModel], ...] = (
     DispatcherHealth, JobCancelled, JobFailed, JobFinished, JobOutcome, JobsAccepted, JobsAssigned, JobStarted,
     MaxThreadsSet, Tick, WorkerMaxSet,
     LiveNode, NodeJoined, NodeLost, NodesSnapshot, ShardAck, ShardPlan, TaskCountSet,
+    SilentInput,
 )
 JSON_DIR = Path(__file__).resolve().parent / "json"
 OPENAPI = Path(__file__).resolve().parent / "openapi" / "dispatcher-api.json"

@@ -30,3 +30,19 @@ class DeadLetter(Record):
     kept: bool = Field(True, description=(
         "False when the original was too large to carry (a dead letter must fit in one Kafka record): "
         "then the value's size is here (and the key, if it is small), and the record itself is at its cause"))
+
+
+class SilentInput(Record):
+    """An input a fold applied that wrote nothing else (a stale acknowledgement, a Tick at or before its
+    namespace's clock, a snapshot that says what the log said already), on `silent-inputs`.
+
+    Every applied input thus leaves a record naming its `cause.position` among its key's inputs, so
+    `replay --from-kafka` places each input exactly where the worker applied it, whatever the arrival order
+    was; an input that writes nothing at one place may write something at another.
+    """
+
+    type: Literal["SilentInput"] = "SilentInput"
+    fold: str = Field(description="The fold that applied it: pools, groups, dispatch or shards")
+    key: str = Field(description="The key whose state it was applied to (a pool, group, namespace or job set)")
+    seq: int = Field(ge=1, description="1, 2, ... per fold and key (the record's key is `fold/key`)")
+    cause: Cause

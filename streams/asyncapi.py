@@ -86,6 +86,9 @@ TOPICS: tuple[Topic, ...] = (
     Topic("shard-acks", JOB_SET, ("ShardAck",), (SHARD_NODE,), _INPUT_READERS, "A node taking up its plan."),
     Topic("shard-plans", JOB_SET, ("ShardPlan",), (WORKER,), (SHARD_NODE, DOWNSTREAM, AUDIT),
           "Which live node owns which task range.", compacted=True),
+    Topic("silent-inputs", "fold/key", ("SilentInput",), (WORKER,), (AUDIT,),
+          "Inputs a fold applied that wrote nothing else, each with its position among its key's inputs: how "
+          "replay places them exactly where the worker applied them."),
     Topic("dlq-redrives", "dead letter topic:partition:offset", ("RedriveMarker",), (REDRIVE,), (REDRIVE,),
           "Which dead letters `tribunal dlq redrive` produced again, so none is produced twice.", compacted=True),
 )

@@ -79,7 +79,7 @@ class Replayer:
         logical, fold = routed
         slot = (fold.name, fold.key_of(record, logical))
         previous = self.states.get(slot)
-        state, outputs = fold.apply(fold.empty() if previous is None else previous, record, logical)
+        state, outputs = fold.step(fold.empty() if previous is None else previous, record, logical)
         self.states[slot] = state
         counts["records"] = counts.get("records", 0) + 1
         derived = []

@@ -21,7 +21,7 @@ from typing import Any
 
 from streams import kafka
 from streams.core.folds import FOLDS
-from streams.core.outputs import dlq_topic
+from streams.core.outputs import SILENT_INPUTS, dlq_topic
 from streams.errors import TribunalError
 from streams.settings import Settings
 
@@ -55,6 +55,7 @@ def catalogue(settings: Settings) -> list[TopicSpec]:
     internal = [TopicSpec(settings.topic(f.repartition)) for f in FOLDS]
     dead = [TopicSpec(dlq_topic(settings.topic(t))) for f in FOLDS for t in (*f.inputs, f.repartition)]
     outputs = [TopicSpec(settings.topic(t), compacted=t in f.compacted) for f in FOLDS for t in f.outputs]
+    outputs.append(TopicSpec(settings.topic(SILENT_INPUTS)))
     clients = [TopicSpec(settings.topic(REDRIVES), compacted=True), TopicSpec(settings.topic(SCHEDULER_ALERTS))]
     return [*inputs, *internal, *outputs, *dead, *clients]
 
@@ -65,8 +66,9 @@ def input_topics(settings: Settings) -> list[str]:
 
 
 def output_topics(settings: Settings) -> list[str]:
-    """Every fold's output topics, and the dead-letter topic of each input."""
-    return [settings.topic(t) for f in FOLDS for t in f.outputs] + [dlq_topic(t) for t in input_topics(settings)]
+    """Every fold's output topics, `silent-inputs`, and the dead-letter topic of each input."""
+    return ([settings.topic(t) for f in FOLDS for t in f.outputs] + [settings.topic(SILENT_INPUTS)]
+            + [dlq_topic(t) for t in input_topics(settings)])
 
 
 def worker_topics(settings: Settings) -> set[str]:

@@ -56,6 +56,9 @@ def job_history(log: KafkaLog, settings: Settings, uuid: str, namespace: str | N
             for output in outputs:
                 if output.get("uuid") == uuid or uuid in output.get("uuids", ()):
                     history.add(_event(uuid, output, where, before, after, outputs))
+                elif output["type"] == "DeadLetter" and (refused := _refused(output, uuid)) is not None:
+                    history.add({"step": "refused", "by": where, **refused,
+                                 "reason_code": output["reason_code"], "reason": output["reason"]})
         standing = dispatch_view.standing(after, uuid)
         if standing is not None:
             history.wait(standing, where, record.topic == ticks, after)
@@ -97,6 +100,17 @@ class _History:
             step, state = self.open
             step["place_last"] = dispatch_view.place(state, self.uuid)
             self.open = None
+
+
+def _refused(dead: dict[str, Any], uuid: str) -> dict[str, Any] | None:
+    """The command a dead letter refused, if it names the job (a report for an attempt that had ended, say)."""
+    try:
+        command = orjson.loads(dead.get("original_value") or b"null")
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(command, dict) or command.get("uuid") != uuid:
+        return None
+    return {"type": command.get("type"), "attempt": command.get("attempt")}
 
 
 def _where(record: SourceRecord, now: int) -> dict[str, Any]:
@@ -150,6 +164,10 @@ def render_history(found: dict[str, Any]) -> str:
             lines.append(f"started   attempt {step['attempt']} at {step['started_at']} by {_at(step['by'])} (expected "
                          f"{step['expected_start']}, acceptable {step['acceptable_start']})")
             lines.append(f"          {dispatch_view.because(step)}")
+        elif kind == "refused":
+            named = f" (attempt {step['attempt']})" if step["attempt"] is not None else ""
+            lines.append(f"refused   {step['type']}{named} by {_at(step['by'])}: {step['reason_code']}: "
+                         f"{step['reason']}")
         else:
             lines.append(f"{'final' if step['final'] else 'outcome':<9} {step['type']} (attempt {step['attempt']}) "
                          f"by {_at(step['by'])}" + (f": {step['error']}" if step["error"] else ""))

@@ -129,8 +129,11 @@ def jobs_assign(worker: Annotated[str, typer.Option(help="Worker (tenant) the jo
 def _job_command(verb: str) -> Callable[..., None]:
     def command(uuid: Annotated[str, typer.Argument(help="The job's uuid")], namespace: Namespace = "default",
                 error: Annotated[str, typer.Option(help="Why it failed (fail only)")] = "",
+                attempt: Annotated[int | None, typer.Option(
+                    min=1, help="The attempt this ends, as its JobStarted numbered it (finish and fail; "
+                                "without it, whichever attempt is running)")] = None,
                 bootstrap: Bootstrap = None, topic_prefix: Prefix = None) -> None:
-        calls = {"finish": lambda c: c.finish_job(uuid), "fail": lambda c: c.fail_job(uuid, error),
+        calls = {"finish": lambda c: c.finish_job(uuid, attempt), "fail": lambda c: c.fail_job(uuid, error, attempt),
                  "cancel": lambda c: c.cancel_job(uuid)}
         _echo_written(f"{verb} {uuid}", _client(bootstrap, topic_prefix, namespace, calls[verb]))
 

@@ -21,11 +21,11 @@ from streams.core.dispatch import codec as dispatch_codec
 from streams.core.dispatch import view as dispatch_view
 from streams.core.groups import codec as group_codec
 from streams.core.groups import view as group_view
-from streams.core.outputs import Emit
+from streams.core.outputs import SILENT_INPUTS, Emit
 from streams.core.pools import codec as pool_codec
 from streams.core.pools import view as pool_view
 from streams.core.shards import view as shard_view
-from streams.core.source import SourceRecord
+from streams.core.source import SourceRecord, cause_of
 
 S = TypeVar("S", bound=admission.Applied)
 
@@ -92,6 +92,23 @@ class Fold(Generic[S]):
     # namespace's jobs), for the report, which reads it after every record; None: `describe` is small already
     clocked: bool = False  # its state keeps a clock from its records' timestamps (`source.event_time`): its input
     # topics are dated by the broker (`streams.topics`), so no producer's clock moves it
+
+    def step(self, state: S, record: SourceRecord, topic: str) -> tuple[S, list[Emit]]:
+        """`apply`, with an input it applied that wrote nothing answered on `silent-inputs` (`SilentInput`).
+
+        Whether an input writes something can depend on where it is applied (an acknowledgement is stale
+        after a node's loss, not before), and the worker applies the inputs of several topics in arrival
+        order. So every applied input leaves its `cause.position` among its key's inputs, and replay places
+        each exactly (`streams.audit.order`). A redelivery, applied already, is not answered again.
+        """
+        after, outputs = self.apply(state, record, topic)
+        if outputs or after.applied == state.applied:
+            return after, outputs
+        key = self.key_of(record, topic)
+        after, seq = after.next_seq(SILENT_INPUTS)
+        return after, [Emit(SILENT_INPUTS, f"{self.name}/{key}", {
+            "type": "SilentInput", "fold": self.name, "key": key, "seq": seq,
+            "cause": cause_of(record, after.applied)})]
 
     def reject(self, state: S, record: SourceRecord, rejection: Rejected, key: str) -> tuple[S, list[Emit]]:
         """The dead letter for `record`, as the shell writes it for a record it could not fold."""

@@ -18,6 +18,7 @@ import orjson
 from schemas.common import Record
 
 DLQ = "dlq"
+SILENT_INPUTS = "silent-inputs"  # every fold's answer to an input it applied that wrote nothing else
 
 
 def dlq_topic(topic: str) -> str:

@@ -21,7 +21,8 @@ from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
 from schemas import dispatch as records
-from schemas.dispatch_api import AssignBody, CapBody, FailBody, Problem, Written, openapi
+from schemas.dispatch import MAX_RETRIES
+from schemas.dispatch_api import ATTEMPT_QUERY, AssignBody, CapBody, FailBody, Problem, Written, openapi
 from streams.dispatcher.client import DispatcherClient, uuids_of
 from streams.errors import NotFound, TribunalError
 from streams.io import worker_page
@@ -86,6 +87,18 @@ async def problems(request: web.Request, handler: Handler) -> web.StreamResponse
         return problem(500, "Internal Server Error", repr(e))
 
 
+def _attempt(request: web.Request) -> int | None:
+    """The `attempt` a finish or failure names in its query, if it names one."""
+    text = request.query.get("attempt")
+    if text is None:
+        return None
+    try:
+        return int(ATTEMPT_QUERY.validate_python(text))
+    except ValidationError:
+        raise web.HTTPUnprocessableEntity(text=f"the query parameter attempt is {text!r}: an attempt is an integer "
+                                               f"from 1 to {MAX_RETRIES + 1}") from None
+
+
 class Api:
     def __init__(self, client: DispatcherClient, worker_web: str) -> None:
         self.client, self.worker_web = client, worker_web
@@ -127,12 +140,13 @@ class Api:
 
     async def finish(self, request: web.Request) -> web.Response:
         return await self._send(records.JobFinished(namespace=request.match_info["namespace"],
-                                                    uuid=request.match_info["uuid"]))
+                                                    uuid=request.match_info["uuid"], attempt=_attempt(request)))
 
     async def fail(self, request: web.Request) -> web.Response:
         body = await self._body(request, FailBody)
         return await self._send(records.JobFailed(namespace=request.match_info["namespace"],
-                                                  uuid=request.match_info["uuid"], error=body.error))
+                                                  uuid=request.match_info["uuid"], attempt=_attempt(request),
+                                                  error=body.error))
 
     async def cancel(self, request: web.Request) -> web.Response:
         return await self._send(records.JobCancelled(namespace=request.match_info["namespace"],

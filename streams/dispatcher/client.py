@@ -126,11 +126,13 @@ class DispatcherClient:
         written = await self.send(command)
         return Assigned(written, uuids_of(written, len(command.jobs)))
 
-    async def finish_job(self, uuid: str) -> Written:
-        return await self.send(records.JobFinished(namespace=self.namespace, uuid=uuid))
+    async def finish_job(self, uuid: str, attempt: int | None = None) -> Written:
+        """Report `attempt` of job `uuid` done (its `JobStarted.attempt`: give it, so that a report which
+        outlives its attempt's timeout is recorded as late, not applied to the retry)."""
+        return await self.send(records.JobFinished(namespace=self.namespace, uuid=uuid, attempt=attempt))
 
-    async def fail_job(self, uuid: str, error: str = "") -> Written:
-        return await self.send(records.JobFailed(namespace=self.namespace, uuid=uuid, error=error))
+    async def fail_job(self, uuid: str, error: str = "", attempt: int | None = None) -> Written:
+        return await self.send(records.JobFailed(namespace=self.namespace, uuid=uuid, attempt=attempt, error=error))
 
     async def cancel_job(self, uuid: str) -> Written:
         return await self.send(records.JobCancelled(namespace=self.namespace, uuid=uuid))

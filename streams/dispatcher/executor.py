@@ -40,10 +40,10 @@ class Executor:
         await asyncio.sleep(self.seconds)
         self.attempts += 1
         if self.fail_every and self.attempts % self.fail_every == 0:
-            await client.fail_job(job.uuid, f"demo failure of attempt {job.attempt}")
+            await client.fail_job(job.uuid, f"demo failure of attempt {job.attempt}", attempt=job.attempt)
             self._log("fail", job)
         else:
-            await client.finish_job(job.uuid)
+            await client.finish_job(job.uuid, attempt=job.attempt)
             self._log("finish", job)
 
     async def run(self) -> None:

@@ -100,7 +100,7 @@ class Unit:
             checkpoint.add(event, outputs, record.topic)
             return
         try:
-            after, outputs = fold.apply(before, record, logical)
+            after, outputs = fold.step(before, record, logical)
         except Exception as exc:  # a bug must cost one record, not the worker
             log.exception("fold failed on %s[%s]@%s", record.topic, record.partition, record.offset,
                           extra=about(fold.name, key, record.topic, record.partition, record.offset))

@@ -121,3 +121,18 @@ def test_explain_shows_what_a_refused_commands_time_made_due_beside_its_dead_let
     found = list(explanations(decided(inputs, list(dispatch.INPUTS)), Settings(), lambda r: True))
     text = render(found[-1])
     assert "dead letter: unknown_job" in text and "JobTimedOut" in text, text
+
+
+def test_a_late_finish_shows_as_refused_between_the_retry_and_its_own_finish() -> None:
+    script = Script()
+    inputs = [script.record(assign("w1", 1_000, 1_000, 1, max_retries=1, timeout_ms=1_000), at=1_000)[0],
+              script.record(tick(2_000))[0],
+              script.record(command("JobFinished", uuid=uuid_of(1), attempt=1), at=2_500)[0],
+              script.record(command("JobFinished", uuid=uuid_of(1), attempt=2), at=2_600)[0]]
+    history = job_history(decided(inputs, list(dispatch.INPUTS)), Settings(), uuid_of(1), NS)
+    steps = [(s["step"], s.get("type"), s.get("attempt")) for s in history["steps"]]
+    assert steps == [("assigned", None, None), ("started", None, 1), ("outcome", "JobTimedOut", 1),
+                     ("outcome", "JobRetryScheduled", 1), ("started", None, 2), ("refused", "JobFinished", 1),
+                     ("outcome", "JobFinished", 2)]
+    assert "refused   JobFinished (attempt 1) by dispatch-commands[0]@3" in render_history(history)
+    assert "late_report" in render_history(history)

@@ -101,12 +101,18 @@ def checked(outputs: list[Emit]) -> None:
 
 
 def fold_all(records: list[SourceRecord]) -> None:
+    """Fold `records` as the worker does (`Fold.step`); each is answered: it writes at least one record, and
+    every record it writes names it, at its position among its key's inputs (what replay orders by)."""
     states: dict[tuple[str, str], Any] = {}
     for record in records:
         fold = BY_INPUT[record.topic]
         key = (fold.name, fold.key_of(record, record.topic))
-        states[key], outputs = fold.apply(states.get(key) or fold.empty(), record, record.topic)
+        states[key], outputs = fold.step(states.get(key) or fold.empty(), record, record.topic)
         checked(outputs)
+        assert outputs, record
+        for emit in outputs:
+            cause = json.loads(emit.value_bytes())["cause"]
+            assert (cause["offset"], cause["position"]) == (record.offset, states[key].applied)
 
 
 @settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -73,7 +73,7 @@ def test_the_rest_api_writes_reads_and_refuses_with_problems(worker_env: dict[st
         status, _, namespace = call(base, "GET", "/namespaces/api")
         assert status == 200 and (namespace["running"], namespace["pending"], namespace["max"]) == (1, 1, 1)
 
-        status, _, _ = call(base, "POST", f"/namespaces/api/jobs/{x}/finish")
+        status, _, _ = call(base, "POST", f"/namespaces/api/jobs/{x}/finish?attempt=1")
         assert status == 202
         until(lambda: call(base, "GET", f"/namespaces/api/jobs/{x}")[0] == 404, "x to leave the state (finished)")
         assert call(base, "GET", f"/namespaces/api/jobs/{y}")[2]["status"] == "running"
@@ -124,6 +124,9 @@ def test_requests_are_taken_as_the_document_types_them(worker_env: dict[str, str
         status, _, problem = call(base, "POST", "/namespaces/api/jobs/some-job/fail")  # its body is required
         assert status == 422 and "body" in problem["detail"], problem
         assert call(base, "POST", "/namespaces/api/jobs/some-job/fail", {})[0] == 202  # with every field defaulted
+        for bad in ("0", "x", "1.5", "1002"):
+            status, _, problem = call(base, "POST", f"/namespaces/api/jobs/some-job/finish?attempt={bad}")
+            assert status == 422 and "attempt" in problem["detail"], (bad, problem)
         document = call(base, "GET", "/openapi.json")[2]
         timeout = document["components"]["schemas"]["JobSpec"]["properties"]["timeout_ms"]
         assert (timeout["minimum"], timeout["maximum"]) == (1, 366 * 24 * 3600 * 1000)

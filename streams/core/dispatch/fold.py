@@ -174,14 +174,14 @@ def _assign(state: DispatchState, command: records.JobsAssigned, out: Out) -> Di
 
 
 def _finished(state: DispatchState, command: records.JobFinished, out: Out) -> DispatchState:
-    job = _running(state, command.uuid, "finish")
+    job = _running(state, command.uuid, "finish", command.attempt)
     state = _forget(state, job)
     out.outcome("JobFinished", job, state.now, final=True)
     return _schedule(state, out)
 
 
 def _failed(state: DispatchState, command: records.JobFailed, out: Out) -> DispatchState:
-    job = _running(state, command.uuid, "fail")
+    job = _running(state, command.uuid, "fail", command.attempt)
     return _schedule(_end_attempt(state, job, out, command.error), out)
 
 
@@ -228,10 +228,21 @@ def _advanced(state: DispatchState, now: int, out: Out) -> DispatchState:
     return _startable(state._replace(deadlines=deadlines, deadline_entries=count))
 
 
-def _running(state: DispatchState, uuid: str, verb: str) -> Job:
+def _running(state: DispatchState, uuid: str, verb: str, attempt: int | None) -> Job:
+    """The job whose running attempt a finish or failure ends: `attempt`, when the report names one.
+
+    A report that names an attempt which ended already (timed out, say, and retried) is late: applying it to
+    the retry would end an attempt the tenant is still running, and dead-letter the retry's own report."""
     job = state.jobs.get(uuid)
     if job is None:
         raise Rejected("unknown_job", f"cannot {verb} {uuid!r}: no such pending or running job")
+    if attempt is not None and (attempt < job.attempt or (attempt == job.attempt and not job.running)):
+        now = f"attempt {job.attempt} is running" if job.running else "it waits for its next attempt"
+        raise Rejected("late_report", f"cannot {verb} attempt {attempt} of {uuid!r}: that attempt ended "
+                                      f"already, and {now}; nothing was applied")
+    if attempt is not None and attempt > job.attempt:
+        raise Rejected("unknown_attempt", f"cannot {verb} attempt {attempt} of {uuid!r}: only {job.attempt} "
+                                          "started so far")
     if not job.running:
         raise Rejected("not_running", f"cannot {verb} {uuid!r}: it is pending, not running")
     return job

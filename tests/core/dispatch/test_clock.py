@@ -88,3 +88,4 @@ def test_the_first_uuid_is_made_from_the_assigns_coordinates_whatever_its_time()
     s = Script()
     accepted = s.feed(assign("w", 0, 0, 1), at=T)[0]
     assert accepted["uuids"] == [job_uuid(DISPATCH_COMMANDS, 0, 1, 0)]
+
