@@ -63,6 +63,23 @@ def reason(e: BaseException) -> str:
     return text
 
 
+def retriable(e: BaseException) -> bool:
+    """Whether `e` is how a call fails while a broker is lost and the cluster still serves: a broker not ready or
+    unreachable, a partition or the controller moving, a request that timed out. Trying again later may work."""
+    from aiokafka.errors import KafkaError, KafkaTimeoutError
+
+    if isinstance(e, KafkaError):
+        return bool(e.retriable) or isinstance(e, KafkaTimeoutError)
+    return isinstance(e, (TimeoutError, ConnectionError))
+
+
+def error_for(code: int, message: str) -> Any:
+    """The aiokafka error of a response's error `code` (its class says whether it is `retriable`)."""
+    from aiokafka.errors import for_code
+
+    return for_code(code)(message)
+
+
 SCRAM_LOGIN = "org.apache.kafka.common.security.scram.ScramLoginModule"  # Java clients' and brokers' JAAS modules
 PLAIN_LOGIN = "org.apache.kafka.common.security.plain.PlainLoginModule"
 

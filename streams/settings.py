@@ -65,6 +65,11 @@ class Settings(BaseSettings):
     linger: float = Field(
         0.005, ge=0, description="Seconds the producers wait to fill a batch: with idempotence one batch per "
                                  "partition is in flight at a time, so batching is what lets outputs keep pace")
+    kafka_patience: float = Field(
+        60.0, ge=0, description="Seconds a start-up call to Kafka (making and checking topics) is retried while it "
+                                "fails the way a lost broker makes it fail (a broker not ready, a partition without "
+                                "a leader, a request timed out), with one log line per wait; then the process "
+                                "exits with the error. A running worker rides such a loss out on its own")
     stall_timeout: float = Field(
         30.0, gt=0, description="Seconds an input partition may have records waiting without progress "
                                 "before the worker restarts itself in place (see streams.worker.watchdog)")

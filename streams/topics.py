@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from streams import kafka
 from streams.core.folds import FOLDS
@@ -105,7 +105,6 @@ async def _declare(settings: Settings, wanted: dict[str, dict[str, str]], change
                    co_partitioned: Collection[str] = ()) -> tuple[list[str], list[str]]:
     from aiokafka.admin import NewTopic
     from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-    from aiokafka.errors import KafkaError
 
     admin = kafka.admin(settings.kafka_bootstrap, request_timeout_ms=15000)
     try:
@@ -120,7 +119,7 @@ async def _declare(settings: Settings, wanted: dict[str, dict[str, str]], change
                     present.add(topic)
                     missing.remove(topic)
                 elif error:
-                    raise TribunalError(f"cannot make topic {topic}: {message[0] if message else error}")
+                    raise kafka.error_for(error, f"cannot make topic {topic}: {message[0] if message else error}")
             await _until_known(admin, missing)
         existing = sorted(set(wanted) & present)
         if not existing:
@@ -129,7 +128,7 @@ async def _declare(settings: Settings, wanted: dict[str, dict[str, str]], change
         changes = []
         for error, message, _, topic, entries in await _described(admin, existing):
             if error:
-                raise TribunalError(f"cannot describe topic {topic}'s settings: {message or error}")
+                raise kafka.error_for(error, f"cannot describe topic {topic}'s settings: {message or error}")
             own = {name: value for name, value, _, source, *_ in entries if source == _DYNAMIC_TOPIC_CONFIG}
             if any(own.get(name) != value for name, value in wanted[topic].items()):
                 if None in own.values():  # a sensitive setting the broker does not show: it cannot be kept
@@ -137,14 +136,13 @@ async def _declare(settings: Settings, wanted: dict[str, dict[str, str]], change
                 changes.append(ConfigResource(ConfigResourceType.TOPIC, topic, configs=own | wanted[topic]))
         if changes and change:
             for response in await admin.alter_configs(changes):
-                failed = [(topic, message or error) for error, message, _, topic in response.resources if error]
-                if failed:
-                    raise TribunalError(f"cannot change topic settings: {failed} (a principal allowed to alter "
-                                        "topic configs can: `tribunal topics create`)")
+                for error, message, _, topic in response.resources:
+                    if error:
+                        raise kafka.error_for(error, f"cannot change topic {topic}'s settings: {message or error} (a "
+                                                     "principal allowed to alter topic configs can: `tribunal topics "
+                                                     "create`)")
             await _until_set(admin, {c.name: wanted[c.name] for c in changes})
         return missing, sorted(c.name for c in changes)
-    except KafkaError as e:
-        raise TribunalError(f"cannot make or change topics at {settings.kafka_bootstrap}: {kafka.reason(e)}") from None
     finally:
         await admin.close()
 
@@ -212,4 +210,32 @@ def declare_topics(settings: Settings, wanted: dict[str, dict[str, str]], change
     AlterConfigs replaces a topic's whole set). Returns the names created and the names changed (without
     `change`: the names whose settings differ, left as they are). Existing topics among `co_partitioned` must have
     the deployment's partition count."""
-    return asyncio.run(_declare(settings, wanted, change, co_partitioned))
+    return asyncio.run(patiently(settings, "make or change topics",
+                                 lambda: _declare(settings, wanted, change, co_partitioned)))
+
+
+T = TypeVar("T")
+
+
+async def patiently(settings: Settings, what: str, call: Callable[[], Awaitable[T]]) -> T:
+    """`call()`, again with backoff while it fails retriably (`kafka.retriable`), for `settings.kafka_patience`
+    seconds; then a `TribunalError` saying what failed. A process started a moment after a broker's loss meets
+    such errors until the cluster has fenced the broker and moved its partitions' leadership (about 10 s on
+    KRaft): they are no reason to exit."""
+    from aiokafka.errors import KafkaError
+
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + settings.kafka_patience
+    wait = 0.5
+    while True:
+        try:
+            return await call()
+        except (KafkaError, OSError, TimeoutError) as e:
+            left = deadline - loop.time()
+            if not kafka.retriable(e) or left <= 0:
+                raise TribunalError(f"cannot {what} at {settings.kafka_bootstrap}: {kafka.reason(e)}") from None
+            wait = min(wait, left)
+            log.warning("cannot %s yet (%s): trying again in %.1f s (for %.0f s more)", what, kafka.reason(e),
+                        wait, left)
+            await asyncio.sleep(wait)
+            wait = min(wait * 2, 5.0)
