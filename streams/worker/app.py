@@ -109,6 +109,10 @@ def create_app(settings: Settings) -> faust.App:
         topic_partitions=settings.partitions,
         topic_replication_factor=settings.replication_factor,
         topic_disable_leader=True,  # no leader-only timers: no `__assignor-__leader` topic to make and assign
+        # Every topic, changelogs too, is made before Faust starts (`streams.worker.run`), with retries while a
+        # broker is lost; Faust's own CreateTopics at each table's start goes to any broker, and a lost one's
+        # "node not ready" stopped a worker started then (tests/test_combined_faults.py).
+        topic_allow_declare=False,
         web_enabled=True,
         web_bind=settings.web_host,
         web_port=settings.web_port,

@@ -27,7 +27,7 @@ from aiokafka.structs import TopicPartition
 from streams.infra import Cluster, Topology
 from streams.infra.cluster import free_port_block, free_ports
 from streams.io import envelope
-from tests.helpers import Worker, produce_all, read_committed, running, tribunal, wait_until_ready
+from tests.helpers import Worker, produce_all, read_committed, tribunal, wait_until_ready
 from tests.worker.test_crash import decided_exactly_once, pool_policy
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
@@ -139,24 +139,3 @@ def test_losing_the_busiest_broker_loses_and_duplicates_nothing(cluster: Cluster
             cluster.start(victim)
         worker.stop()
 
-
-def test_topics_create_and_a_worker_started_just_after_a_brokers_loss_wait_for_the_cluster(
-        cluster: Cluster, unique: str, tmp_path: Path) -> None:
-    """Issue 39: right after a SIGKILL, admin requests to the dead broker fail ("node not ready") until KRaft
-    fences it (about 10 s). `topics create` and a worker's start retry them, saying so, instead of exiting."""
-    bootstrap = cluster.topology.bootstrap
-    p = f"{unique}."
-    env = {**os.environ, "KAFKA_BOOTSTRAP": bootstrap, "TRIBUNAL_TOPIC_PREFIX": p, "TRIBUNAL_APP_ID": unique,
-           "TRIBUNAL_PARTITIONS": str(PARTITIONS), "TRIBUNAL_REPLICATION_FACTOR": "3",
-           "TRIBUNAL_DATA_DIR": str(tmp_path / "data"), "TRIBUNAL_WEB_PORT": str(free_ports(1)[0])}
-    tribunal("topics", "create", env=env)
-    victim = next(s for s in cluster.servers() if s.name == "kafka-2")
-    cluster.kill(victim)
-    try:
-        calls = [tribunal("topics", "create", env=env, check=False, timeout=120) for _ in range(3)]
-        assert [c.returncode for c in calls] == [0, 0, 0], [c.stderr[-2000:] for c in calls]
-        with running(Worker(env, tmp_path / "worker.log")) as worker:
-            wait_until_ready(worker, 1)
-            assert worker.alive and "cannot create topics" not in worker.log()
-    finally:
-        cluster.start(victim)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from streams.audit.whatif import substance
 from streams.io import envelope
 from streams.lines import export_row, records_of
 from streams.worker.routing import partition_for
+from tests.checks import decision_violations
 from tests.core.pools.builders import app
 from tests.helpers import Worker, produce_all, produce_while_killing, read_committed, tribunal
 
@@ -38,15 +38,8 @@ def pool_policy(i: int) -> dict[str, Any]:
 def decided_exactly_once(got: list[dict[str, Any]], topic: str, produced: list[tuple[int, int]], expected: int,
                          context: str) -> None:
     """One decision per input record, by cause, and seq 1..n without gaps per pool."""
-    causes = Counter((d["cause"]["topic"], d["cause"]["partition"], d["cause"]["offset"]) for d in got)
-    assert max(causes.values()) == 1, context
-    missing = sorted({(topic, part, off) for part, off in produced} - set(causes))
-    assert not missing, f"{len(missing)} inputs undecided, e.g. {missing[:5]}; {len(got)} decisions; {context}"
-    assert len(got) == expected, context
-    by_pool: dict[str, list[int]] = {}
-    for d in got:
-        by_pool.setdefault(d["pool"], []).append(d["seq"])
-    assert all(seqs == list(range(1, len(seqs) + 1)) for seqs in by_pool.values()), context
+    violations = decision_violations(got, topic, produced, expected)
+    assert not violations, f"{violations[:5]}; {context}"
 
 
 def wrong_partition(key: bytes | None) -> int:

@@ -9,7 +9,6 @@ with half the watch events dropped the limits still equal the truth after a snap
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -20,6 +19,7 @@ import pytest
 
 from streams.infra.cluster import free_ports
 from streams.io import read_log
+from tests.checks import scheduler_runs, scheduler_violations
 from tests.helpers import Service, Worker, tribunal
 
 JOBS = 12
@@ -84,20 +84,7 @@ class Group:
 
     def runs(self) -> dict[str, list[tuple[float, float, str]]]:
         """Per job, the intervals each scheduler ran it (a killed scheduler's end at its kill)."""
-        intervals: dict[str, list[tuple[float, float, str]]] = {}
-        for path in sorted(self.tmp.glob("runs-*.jsonl")):
-            started: dict[str, float] = {}
-            sid = path.stem.removeprefix("runs-")
-            for line in path.read_text().splitlines():
-                entry = json.loads(line)
-                if entry["event"] == "start":
-                    started[entry["job"]] = entry["t"]
-                else:
-                    intervals.setdefault(entry["job"], []).append((started.pop(entry["job"]), entry["t"], sid))
-            end = self.killed_at.get(sid, time.time())
-            for job, t in started.items():
-                intervals.setdefault(job, []).append((t, end, sid))
-        return intervals
+        return scheduler_runs(self.tmp.glob("runs-*.jsonl"), self.killed_at, time.time())
 
     def close(self) -> None:
         for service in self.services.values():
@@ -107,10 +94,8 @@ class Group:
 
 
 def assert_no_job_ran_twice_at_once(runs: dict[str, list[tuple[float, float, str]]]) -> None:
-    for job, intervals in runs.items():
-        ordered = sorted(intervals)
-        for (_s1, e1, a), (s2, _, b) in itertools.pairwise(ordered):
-            assert s2 >= e1, f"{job} ran on {a} until {e1:.3f} and on {b} from {s2:.3f}"
+    violations = scheduler_violations(runs)
+    assert not violations, violations[:5]
 
 
 def scraped(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -1,0 +1,54 @@
+"""An operator's bad day at full scale (`tests.faults`): all four folds on three brokers, two workers, the ticker,
+the bridge, two schedulers, three shard nodes and an executor, under load for four minutes while a worker is
+SIGKILLed twice, a broker is lost for 15 s (the other worker and the ticker are SIGKILLed and started again
+while it is down), a shard node is frozen past its session and the shard leader and a scheduler are SIGKILLed.
+
+It prints the faults, the figures (records, decisions, job starts, late reports refused, shard runs, the
+longest time without a decision and the longest a shard task went unrun) and each check's violations; it exits
+1 if any check found one. The test (`tests/test_combined_faults.py`) runs a one-minute day in the suite.
+Run: `.venv/bin/python bench/combined_faults.py [--seconds 240 --metrics 100 --assigns 5 --seed N]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests.faults, the harness the test runs too
+
+from machine import describe  # type: ignore[import-not-found]
+
+from tests.faults import Day, Scale
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=240.0, help="how long the load runs")
+    parser.add_argument("--metrics", type=float, default=100.0, help="metric reports a second, over the pools")
+    parser.add_argument("--assigns", type=float, default=5.0, help="dispatcher assigns (1-2 jobs each) a second")
+    parser.add_argument("--pools", type=int, default=50)
+    parser.add_argument("--tasks", type=int, default=600, help="the shard job set's tasks")
+    parser.add_argument("--seed", type=int, default=None)
+    args = parser.parse_args()
+    print(describe())
+    scale = Scale(seconds=args.seconds, pools=args.pools, metrics_per_s=args.metrics, assigns_per_s=args.assigns,
+                  tasks=args.tasks)
+    with tempfile.TemporaryDirectory(prefix="tribunal-day-") as tmp:
+        day = Day(Path(tmp), scale, args.seed)
+        began = time.monotonic()
+        try:
+            day.up()
+            day.run()
+            report = day.check()
+        finally:
+            day.down()
+    print(report.summary())
+    print(f"whole run {time.monotonic() - began:.0f} s")
+    sys.exit(1 if any(report.violations.values()) else 0)
+
+
+if __name__ == "__main__":
+    main()
