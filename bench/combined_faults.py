@@ -37,14 +37,8 @@ def main() -> None:
     scale = Scale(seconds=args.seconds, pools=args.pools, metrics_per_s=args.metrics, assigns_per_s=args.assigns,
                   tasks=args.tasks)
     with tempfile.TemporaryDirectory(prefix="tribunal-day-") as tmp:
-        day = Day(Path(tmp), scale, args.seed)
         began = time.monotonic()
-        try:
-            day.up()
-            day.run()
-            report = day.check()
-        finally:
-            day.down()
+        report = Day(Path(tmp), scale, args.seed).live()
     print(report.summary())
     print(f"whole run {time.monotonic() - began:.0f} s")
     sys.exit(1 if any(report.violations.values()) else 0)

@@ -97,6 +97,15 @@ class Day:
         self.jobs = 0
         self.began = 0.0
 
+    def live(self) -> Report:
+        """The whole day: the stack up, the load and the faults, the checks; the stack down however it ends."""
+        try:
+            self.up()
+            self.run()
+            return self.check()
+        finally:
+            self.down()
+
     # -- the stack ------------------------------------------------------------------------------------
 
     @property

@@ -13,13 +13,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 
 def test_every_check_holds_through_a_day_of_combined_faults(tmp_path: Path) -> None:
-    day = Day(tmp_path, Scale(seconds=60, pools=10, metrics_per_s=20, assigns_per_s=1.5, tasks=60))
-    try:
-        day.up()
-        day.run()
-        report = day.check()
-    finally:
-        day.down()
+    report = Day(tmp_path, Scale(seconds=60, pools=10, metrics_per_s=20, assigns_per_s=1.5, tasks=60)).live()
     print("\n" + report.summary())
     assert len(report.faults) >= 9, report.summary()
     assert report.figures["metrics"] == 60 * 20 and report.figures["shard runs"] > 60 * 20, report.summary()
