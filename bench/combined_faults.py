@@ -6,7 +6,7 @@ while it is down), a shard node is frozen past its session and the shard leader 
 It prints the faults, the figures (records, decisions, job starts, late reports refused, shard runs, the
 longest time without a decision and the longest a shard task went unrun) and each check's violations; it exits
 1 if any check found one. The test (`tests/test_combined_faults.py`) runs a one-minute day in the suite.
-Run: `.venv/bin/python bench/combined_faults.py [--seconds 240 --metrics 100 --assigns 5 --seed N]`.
+Run: `.venv/bin/python bench/combined_faults.py [--seconds 240 --metrics 100 --assigns 4 --seed N]`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=240.0, help="how long the load runs")
     parser.add_argument("--metrics", type=float, default=100.0, help="metric reports a second, over the pools")
-    parser.add_argument("--assigns", type=float, default=5.0, help="dispatcher assigns (1-2 jobs each) a second")
+    parser.add_argument("--assigns", type=float, default=4.0, help="dispatcher assigns (1-2 jobs each) a second")
     parser.add_argument("--pools", type=int, default=50)
     parser.add_argument("--tasks", type=int, default=600, help="the shard job set's tasks")
     parser.add_argument("--seed", type=int, default=None)

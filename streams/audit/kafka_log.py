@@ -15,9 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-import orjson
-
-from streams.audit.order import applied_order, chains_from
+from streams.audit.order import Coordinates, applied_order, chains_from, coordinates, named_cause
 from streams.core.folds import scope
 from streams.core.outputs import SILENT_INPUTS
 from streams.core.source import SourceRecord
@@ -85,12 +83,67 @@ class KafkaLog:
                 recorded.setdefault((record.topic, key), []).append(record)
         return cls(inputs, recorded, topics, settings.topic_prefix)
 
-    def ordered(self) -> list[SourceRecord]:
-        def scope_of(record: SourceRecord) -> tuple[str, str]:
-            return scope(record, self.prefix) or (record.topic, "")
+    def scope_of(self, record: SourceRecord) -> tuple[str, str]:
+        return scope(record, self.prefix) or (record.topic, "")
 
+    def ordered(self) -> list[SourceRecord]:
         streams = ([r.value for r in records] for records in self.recorded.values())
-        return applied_order(self.inputs, chains_from(streams, self.inputs, scope_of), self.topics, scope_of)
+        return applied_order(self.inputs, chains_from(streams, self.inputs, self.scope_of), self.topics,
+                             self.scope_of)
+
+    def cut(self) -> Cut:
+        """The inputs in applied order and the recorded outputs, both up to where the log read holds every input
+        the worker had applied: what `--verify` compares while the worker runs.
+
+        The inputs and the outputs are read as they stand at one moment, and a worker that is running has
+        applied inputs it has not committed the answers to yet, and answered inputs appended after the moment.
+        Every applied input is answered (an output naming its position, `silent-inputs` for one that wrote
+        nothing), so a key's inputs are cut at the first position no input read holds: what comes after it
+        was applied after something the log read lacks. Inputs not answered yet are left out too, and outputs of
+        inputs the read lacks. (In a log an older worker wrote, an input that wrote nothing left no position: a
+        key is compared up to its first such input.)
+        """
+        ordered = self.ordered()
+        position: dict[Coordinates, int] = {}
+        for records in self.recorded.values():
+            for record in records:
+                named = named_cause(record.value)
+                if named is not None and named.position is not None:
+                    position.setdefault(named.at, named.position)
+        held: dict[tuple[str, str], set[int]] = {}
+        scopes: dict[Coordinates, tuple[str, str]] = {}
+        for record in self.inputs:
+            at = coordinates(record)
+            scopes[at] = self.scope_of(record)
+            if at in position:
+                held.setdefault(scopes[at], set()).add(position[at])
+        limit = {s: next(p for p in range(1, len(got) + 2) if p not in got) for s, got in held.items()}
+
+        def kept(at: Coordinates, p: int | None) -> bool:
+            return p is not None and at in scopes and p < limit[scopes[at]]
+
+        inputs = [r for r in ordered if kept(coordinates(r), position.get(coordinates(r)))]
+        recorded = {}
+        for stream, records in self.recorded.items():
+            causes = [named_cause(r.value) for r in records]
+            recorded[stream] = [r for r, c in zip(records, causes, strict=True)
+                                if c is None or kept(c.at, c.position)]  # one that names no input: compared, as ever
+        return Cut(inputs, recorded, len(ordered) - len(inputs),
+                   sum(map(len, self.recorded.values())) - sum(map(len, recorded.values())))
+
+
+@dataclass(frozen=True)
+class Cut:
+    ordered: list[SourceRecord]
+    recorded: dict[Stream, list[SourceRecord]]
+    inputs_left: int = 0  # inputs read that are not compared: not answered yet, or applied after one not read
+    outputs_left: int = 0  # recorded outputs not compared: of those inputs, or of inputs appended after the read
+
+    def describe(self) -> str:
+        if not self.inputs_left and not self.outputs_left:
+            return ""
+        return (f"; left out, as the log read does not hold them whole (the worker was running): "
+                f"{self.inputs_left} input records and {self.outputs_left} output records")
 
 
 @dataclass
@@ -173,10 +226,5 @@ def _unrecorded_silent_topic(recorded: dict[Stream, list[SourceRecord]] | None, 
 
 def _in_range_output(record: SourceRecord, in_range: Callable[[SourceRecord], bool]) -> bool:
     """Whether a recorded output's cause lies in the range (outputs that name none count)."""
-    try:
-        cause = orjson.loads(record.value or b"null")["cause"]
-        source = SourceRecord(cause["topic"], int(cause["partition"]), int(cause["offset"]),
-                              int(cause["timestamp"]), None, None)
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-        return True
-    return in_range(source)
+    named = named_cause(record.value)
+    return named is None or in_range(SourceRecord(*named.at, named.timestamp, None, None))

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -31,6 +31,25 @@ Coordinates = tuple[str, int, int]  # topic, partition, offset
 
 def coordinates(record: SourceRecord) -> Coordinates:
     return (record.topic, record.partition, record.offset)
+
+
+class Named(NamedTuple):
+    """The input a recorded output names as its `cause`: where it is, when, and its place among its key's
+    inputs (None in outputs written before positions were)."""
+
+    at: Coordinates
+    timestamp: int
+    position: int | None
+
+
+def named_cause(value: bytes | None) -> Named | None:
+    """The cause a recorded output's value names; None if it names none (not one of tribunal's records)."""
+    try:
+        cause = orjson.loads(value or b"null")["cause"]
+        return Named((cause["topic"], int(cause["partition"]), int(cause["offset"])), int(cause["timestamp"]),
+                     None if cause.get("position") is None else int(cause["position"]))
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return None
 
 
 def _partitions(records: Iterable[SourceRecord],
@@ -140,15 +159,13 @@ def chains_from(streams: Iterable[Sequence[bytes | None]], inputs: Iterable[Sour
     for values in streams:
         legacy = []
         for value in values:
-            try:
-                cause = orjson.loads(value or b"null")["cause"]
-                at: Coordinates = (cause["topic"], int(cause["partition"]), int(cause["offset"]))
-            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            named = named_cause(value)
+            if named is None:
                 continue  # not one of ours: verification will say so
-            if cause.get("position") is None:
-                legacy.append(at)
+            if named.position is None:
+                legacy.append(named.at)
             else:
-                positions.setdefault(at, int(cause["position"]))
+                positions.setdefault(named.at, named.position)
         if legacy:
             chains.append(legacy)
     by_scope: dict[Hashable, list[tuple[int, Coordinates]]] = {}

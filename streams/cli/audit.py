@@ -158,7 +158,7 @@ def replay(input_file: Annotated[Path | None, typer.Option("--input", "-i", help
 
 def _replay_kafka(settings: Settings, replayer: Any, sink: Any, verify: bool, start: str | None,
                   end: str | None, jobs: int) -> None:
-    from streams.audit.kafka_log import Bound, KafkaLog, replay_log, within
+    from streams.audit.kafka_log import Bound, Cut, KafkaLog, replay_log, within
     from streams.audit.progress import LazyProgress
     from streams.replay import LineWriter, output_line
 
@@ -168,9 +168,9 @@ def _replay_kafka(settings: Settings, replayer: Any, sink: Any, verify: bool, st
         with LazyProgress("reading the log") as bar:
             log = KafkaLog.read(settings, bar.advance)
             bar.phase("ordering", len(log.inputs))
-            ordered = log.ordered()
-            bar.phase("replaying", len(ordered))
-            result = replay_log(ordered, replayer, in_range, log.recorded if verify else None, bar.advance,
+            cut = log.cut() if verify else Cut(log.ordered(), log.recorded)
+            bar.phase("replaying", len(cut.ordered))
+            result = replay_log(cut.ordered, replayer, in_range, cut.recorded if verify else None, bar.advance,
                                 (lambda out: writer.write(output_line(out))) if writer is not None else None, jobs)
     finally:
         if writer is not None:
@@ -181,7 +181,7 @@ def _replay_kafka(settings: Settings, replayer: Any, sink: Any, verify: bool, st
         raise typer.Exit(1)
     if verify:
         typer.echo(f"verified: {result.agreed} output records of {result.compared_inputs} input records agree "
-                   f"with the recorded topics")
+                   f"with the recorded topics{cut.describe()}")
 
 
 @cli.command("explain")

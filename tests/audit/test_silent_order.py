@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from schemas.records import SilentInput
-from streams.audit.kafka_log import replay_log, within
+from streams.audit.kafka_log import KafkaLog, replay_log, within
 from streams.audit.order import applied_order, chains_from, coordinates
 from streams.core import dispatch, shards
 from streams.core.outputs import SILENT_INPUTS
@@ -165,3 +165,46 @@ def test_a_log_written_before_silent_inputs_verifies_as_it_did_and_one_with_them
     other = {**older, (SILENT_INPUTS, "dispatch/x"): recorded[(SILENT_INPUTS, "shards/js")]}
     result = replay_log(log.records, Replayer(), within(None, None), other)
     assert result.divergence is not None and result.divergence.stream == (SILENT_INPUTS, "shards/js")
+
+
+def recorded_records(streams: dict[tuple[str, str], list[bytes]]) -> dict[tuple[str, str], list[SourceRecord]]:
+    return {k: [SourceRecord(k[0], 0, i, 0, k[1].encode(), v) for i, v in enumerate(vs)] for k, vs in streams.items()}
+
+
+@given(st.integers(0, 2**32), st.integers(1, 120))
+def test_a_log_read_while_the_worker_runs_verifies_up_to_what_it_settled(seed: int, count: int) -> None:
+    """The inputs read up to one moment (a prefix of each partition), the outputs of what the worker applied up to
+    another (a prefix of its arrival order): the cut compares what both hold, and agrees."""
+    rng = random.Random(seed)
+    records = shard_and_dispatch_inputs(rng, count)
+    arrival = any_arrival(rng, records, lambda r: (r.topic, r.partition))
+    applied = arrival[:rng.randint(0, len(arrival))]
+    ends = {t: rng.randint(0, sum(r.topic == t for r in records)) for t in TOPICS}
+    read = [r for r in records if r.offset < ends[r.topic]]
+    log = KafkaLog(read, recorded_records(worker(applied)), TOPICS)
+    cut = log.cut()
+    result = replay_log(cut.ordered, Replayer(), within(None, None), cut.recorded)
+    assert result.divergence is None, result.divergence.describe()
+    settled = {coordinates(r) for r in applied} & {coordinates(r) for r in read}
+    assert {coordinates(r) for r in cut.ordered} <= settled
+    assert cut.inputs_left == len(read) - len(cut.ordered)
+
+
+def test_a_log_read_while_the_worker_runs_is_compared_only_as_far_as_both_hold() -> None:
+    log = Log()
+    events, acks = shards.SHARD_EVENTS, shards.SHARD_ACKS
+    for i, node in enumerate(["n1", "n2", "n3"]):
+        log.add(events, "js", {"type": "NodeJoined", "job_set": "js", "node": node, "address": "h"}, T + i)
+    log.add(acks, "js", {"type": "ShardAck", "job_set": "js", "node": "n1", "epoch": 3}, T + 5)
+    recorded = recorded_records(worker(log.records))
+    ahead = KafkaLog(log.records[:2], recorded, TOPICS)  # the inputs read before the third join was appended
+    assert replay_log(ahead.ordered(), Replayer(), within(None, None), recorded).divergence is not None
+    cut = ahead.cut()
+    assert (len(cut.ordered), cut.inputs_left, cut.outputs_left) == (2, 0, 2)
+    assert replay_log(cut.ordered, Replayer(), within(None, None), cut.recorded).divergence is None
+    behind = KafkaLog(log.records, recorded_records(worker(log.records[:3])), TOPICS)  # the ack not applied yet
+    assert replay_log(behind.ordered(), Replayer(), within(None, None), behind.recorded).divergence is not None
+    cut = behind.cut()
+    assert (len(cut.ordered), cut.inputs_left, cut.outputs_left) == (3, 1, 0)
+    assert replay_log(cut.ordered, Replayer(), within(None, None), cut.recorded).divergence is None
+    assert "1 input records and 0 output records" in cut.describe()
