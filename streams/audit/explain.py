@@ -18,7 +18,8 @@ from streams.audit.order import Coordinates, coordinates
 from streams.core.folds import BY_NAME, Fold, scope
 from streams.core.source import SourceRecord
 from streams.errors import NotFound
-from streams.replay import Output, Replayer
+from streams.lines import Output
+from streams.replay.replayer import Replayer
 from streams.settings import Settings
 
 

@@ -21,7 +21,9 @@ from streams.core.outputs import SILENT_INPUTS
 from streams.core.source import SourceRecord
 from streams.errors import ConfigError
 from streams.io import read_log
-from streams.replay import Output, Replayer, derive_all
+from streams.lines import Output
+from streams.replay.parallel import derive_all
+from streams.replay.replayer import Replayer
 from streams.settings import Settings
 from streams.topics import input_topics, output_topics
 

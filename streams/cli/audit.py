@@ -117,7 +117,9 @@ def replay(input_file: Annotated[Path | None, typer.Option("--input", "-i", help
            jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, help="Processes folding the records "
                                              "(keys are independent; 0: one per core)")] = 0) -> None:
     """Run the pure cores over an exported log, or over the topics themselves, and write or verify the outputs."""
-    from streams.replay import LineWriter, Replayer, replay_lines
+    from streams.lines import LineWriter
+    from streams.replay import replay_lines
+    from streams.replay.replayer import Replayer
 
     if (input_file is None) == (not from_kafka):
         raise TribunalError("give exactly one of --input FILE and --from-kafka")
@@ -160,7 +162,7 @@ def _replay_kafka(settings: Settings, replayer: Any, sink: Any, verify: bool, st
                   end: str | None, jobs: int) -> None:
     from streams.audit.kafka_log import Bound, Cut, KafkaLog, replay_log, within
     from streams.audit.progress import LazyProgress
-    from streams.replay import LineWriter, output_line
+    from streams.lines import LineWriter, output_line
 
     in_range = within(Bound.parse(start), Bound.parse(end))
     writer = LineWriter(sink) if sink is not None else None

@@ -9,7 +9,7 @@ from streams.audit.kafka_log import KafkaLog
 from streams.core import dispatch
 from streams.core.source import SourceRecord
 from streams.errors import NotFound
-from streams.replay import Replayer
+from streams.replay.replayer import Replayer
 from streams.settings import Settings
 from tests.core.dispatch.script import NS, Script, assign, command, tick
 

@@ -18,7 +18,7 @@ from streams.core.folds import scope
 from streams.core.source import SourceRecord
 from streams.errors import ConfigError
 from streams.io import envelope
-from streams.replay import Replayer
+from streams.replay.replayer import Replayer
 from tests.core.pools.builders import seed_policy
 from tests.core.pools.test_justice import justice_policy
 

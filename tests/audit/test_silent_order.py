@@ -22,7 +22,7 @@ from streams.audit.order import applied_order, chains_from, coordinates
 from streams.core import dispatch, shards
 from streams.core.outputs import SILENT_INPUTS
 from streams.core.source import SourceRecord
-from streams.replay import Replayer
+from streams.replay.replayer import Replayer
 from tests.audit.test_order import scope_of, worker
 
 TOPICS = [*shards.INPUTS, *dispatch.INPUTS]

@@ -16,7 +16,7 @@ from streams.audit.whatif import compare, substance
 from streams.core.source import SourceRecord
 from streams.io import envelope
 from streams.lines import export_row
-from streams.replay import Replayer
+from streams.replay.replayer import Replayer
 from tests.core.pools.builders import app
 from tests.helpers import tribunal
 

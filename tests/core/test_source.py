@@ -19,7 +19,8 @@ from streams.core import groups, pools
 from streams.core.folds import FOLDS, scope
 from streams.core.source import SourceRecord
 from streams.io import envelope
-from streams.replay import Replayer, replay_lines
+from streams.replay import replay_lines
+from streams.replay.replayer import Replayer
 from tests.core.pools.builders import seed_policy
 
 

@@ -12,7 +12,9 @@ import pytest
 
 from streams.core.source import SourceRecord
 from streams.io import envelope
-from streams.replay import Replayer, derive_all, output_line
+from streams.lines import output_line
+from streams.replay.parallel import derive_all
+from streams.replay.replayer import Replayer
 from tests.core.pools.builders import seed_policy
 from tests.helpers import tribunal
 

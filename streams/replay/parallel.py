@@ -1,14 +1,5 @@
-"""File replay: an exported log (JSON lines, `streams.lines`) through the same pure fold the agents run.
-
-Records are applied in file order; lines of topics tribunal does not read (an export of its own
-outputs, say) are skipped and counted.
-
-Each record goes to the fold that reads its topic (`streams.core.folds`): pools (decider,
-justice) or scheduler groups (rejection limits). Output lines have the same shape: the fold's
-output topic or the input topic + `.dlq`; key = pool, group or group/scheduler; partition and
-timestamp of the cause; offset = the line's position among the outputs of that topic and
-partition (a replay has no broker to assign offsets).
-"""
+"""A replay on several processes: keys are independent, so each process folds the keys it owns, and the outputs
+are merged back into input order, the same bytes as on one process."""
 
 from __future__ import annotations
 
@@ -16,140 +7,13 @@ import multiprocessing
 import queue
 import zlib
 from array import array
-from collections import deque
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
-from functools import lru_cache
-from typing import Any, BinaryIO, NamedTuple
-
-import orjson
+from typing import Any
 
 from streams.core.folds import route
-from streams.core.outputs import topic_of
 from streams.core.source import SourceRecord
-from streams.lines import ReplayInputError, records_of
-
-
-class Output(NamedTuple):
-    """A derived output record. `offset`: its place among the outputs of its topic and partition so far
-    (a replay has no broker to assign one)."""
-
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    key: str
-    value: bytes
-
-
-Derived = tuple[str, int, int, str, bytes]  # an output before it is numbered: Output without its offset
-
-
-@dataclass
-class Replayer:
-    """Folds records of any pool or group; keeps every key's state in memory."""
-
-    topic_prefix: str = ""
-    states: dict[tuple[str, str], Any] = field(default_factory=dict)  # (fold, key) -> state
-    counts: dict[str, int] = field(default_factory=dict)
-    _next_offset: dict[tuple[str, int], int] = field(default_factory=dict)
-
-    def feed(self, record: SourceRecord) -> list[Output]:
-        return self.number(self.derive(record))
-
-    def number(self, derived: Iterable[Derived]) -> list[Output]:
-        """`derived` outputs with their offsets: their place among the outputs of their topic and partition."""
-        offsets = self._next_offset
-        numbered = []
-        for topic, partition, timestamp, key, value in derived:
-            where = (topic, partition)
-            offset = offsets.get(where, 0)
-            offsets[where] = offset + 1
-            numbered.append(Output(topic, partition, offset, timestamp, key, value))
-        return numbered
-
-    def derive(self, record: SourceRecord) -> list[Derived]:
-        """`record`'s outputs, without offsets (those number the outputs of all keys together)."""
-        routed = route(record.topic, self.topic_prefix)
-        counts = self.counts
-        if routed is None:
-            counts["skipped"] = counts.get("skipped", 0) + 1
-            return []
-        logical, fold = routed
-        slot = (fold.name, fold.key_of(record, logical))
-        previous = self.states.get(slot)
-        state, outputs = fold.step(fold.empty() if previous is None else previous, record, logical)
-        self.states[slot] = state
-        counts["records"] = counts.get("records", 0) + 1
-        derived = []
-        for emit in outputs:
-            topic = topic_of(emit.stream, record.topic, self.topic_prefix)
-            counts[emit.stream] = counts.get(emit.stream, 0) + 1
-            derived.append((topic, record.partition, record.timestamp, emit.key, emit.value_bytes()))
-        return derived
-
-
-def output_line(out: Output) -> bytes:
-    """One output line (no newline); the record's own canonical bytes are embedded unchanged."""
-    return b'{"topic":%s,"partition":%d,"offset":%d,"timestamp":%d,"key":%s,"value":%s}' % (
-        _json_text(out.topic), out.partition, out.offset, out.timestamp, _json_text(out.key), out.value)
-
-
-@lru_cache(maxsize=1 << 14)
-def _json_text(text: str) -> bytes:
-    """A topic or key as JSON (there are few of them, and every output line names two)."""
-    return orjson.dumps(text)
-
-
-class LineWriter:
-    """Writes lines in large blocks on a thread of its own: the write itself runs without the GIL,
-    beside the merge (a million decisions are close to a gigabyte)."""
-
-    BLOCK = 2_000  # lines per write
-    AHEAD = 4  # blocks queued before the writer waits for the oldest
-
-    def __init__(self, sink: BinaryIO) -> None:
-        self._sink = sink
-        self._lines: list[bytes] = []
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="replay-writer")
-        self._queued: deque[Future[int]] = deque()
-
-    def write(self, line: bytes) -> None:
-        self._lines.append(line)
-        if len(self._lines) >= self.BLOCK:
-            self._hand_over()
-
-    def _hand_over(self) -> None:
-        if self._lines:
-            lines, self._lines = self._lines, []
-            lines.append(b"")
-            self._queued.append(self._pool.submit(self._sink.write, b"\n".join(lines)))
-        while len(self._queued) > self.AHEAD:
-            self._queued.popleft().result()
-
-    def close(self) -> None:
-        """Write what is left and wait for it; the sink stays open (its owner closes it)."""
-        self._hand_over()
-        while self._queued:
-            self._queued.popleft().result()
-        self._pool.shutdown()
-        self._sink.flush()
-
-    def __enter__(self) -> LineWriter:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.close()
-
-
-def replay_lines(lines: Iterable[bytes | str], replayer: Replayer | None = None, jobs: int = 1) -> Iterator[bytes]:
-    """The output lines derived from a replay file's lines, on `jobs` processes (the same bytes whatever `jobs`)."""
-    replayer = replayer or Replayer()
-    for _, outputs in derive_all(records_of(lines), replayer, jobs):
-        for out in outputs:
-            yield output_line(out)
-
+from streams.lines import Output, ReplayInputError
+from streams.replay.replayer import Derived, Replayer
 
 CHUNK = 5_000  # records per round trip to the processes
 AHEAD = 3  # chunks handed out before the oldest one's results are awaited
