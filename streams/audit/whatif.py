@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 
 from schemas.policy import DeciderPolicy, published
-from streams.audit.report import STYLE, XAxis, instances_plot, label_x, pyplot, stamp, svg, xs_of
+from streams.audit.plots import STYLE, XAxis, instances_plot, label_x, pyplot, stamp, svg, xs_of
 from streams.core.folds import POOLS, scope
 from streams.core.pools import POLICIES, SCALING_DECISIONS, PoolState, apply, decider
 from streams.core.source import SourceRecord

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 
 from streams.audit.explain import explanations
-from streams.audit.report import bands, duration_unit, render_page
+from streams.audit.plots import duration_unit
+from streams.audit.report import render_page
+from streams.audit.report.shards import bands
 from streams.core import shards
 from streams.core.dispatch.view import summary
 from streams.core.source import SourceRecord

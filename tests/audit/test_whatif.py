@@ -11,7 +11,7 @@ import pytest
 
 from schemas.policy import DeciderPolicy
 from streams.audit.kafka_log import Bound, within
-from streams.audit.report import label_x, pyplot
+from streams.audit.plots import label_x, pyplot
 from streams.audit.whatif import compare, substance
 from streams.core.source import SourceRecord
 from streams.io import envelope
