@@ -41,7 +41,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from machine import describe, local_stack  # type: ignore[import-not-found]
 
-from streams.infra.cluster import free_ports
+from streams.infra.topology import free_ports
 from streams.io import envelope
 from streams.worker.routing import partition_for
 

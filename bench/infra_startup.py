@@ -16,8 +16,9 @@ from pathlib import Path
 from machine import describe  # type: ignore[import-not-found]
 
 from streams.infra import Cluster, Topology
-from streams.infra.cluster import free_ports, rss_kb
+from streams.infra.cluster import rss_kb
 from streams.infra.install import resolved_versions
+from streams.infra.topology import free_ports
 
 
 def one_run() -> dict[str, float]:

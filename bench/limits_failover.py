@@ -24,7 +24,7 @@ from kazoo.client import KazooClient
 from machine import describe  # type: ignore[import-not-found]
 
 from streams.infra import Cluster, Topology
-from streams.infra.cluster import free_ports
+from streams.infra.topology import free_ports
 
 TRIBUNAL = str(Path(sys.executable).with_name("tribunal"))
 ROOT = "/bench"

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from streams.infra import Cluster, Topology
-from streams.infra.cluster import free_ports
+from streams.infra.topology import free_ports
 
 
 def describe() -> str:

@@ -20,7 +20,7 @@ from machine import describe, local_stack  # type: ignore[import-not-found]
 
 from streams import kafka
 from streams.infra import Cluster, Topology
-from streams.infra.cluster import free_ports
+from streams.infra.topology import free_ports
 from streams.settings import Settings
 
 

@@ -28,7 +28,7 @@ from e2e import POLICY, TRIBUNAL, produce, worker_stats  # type: ignore[import-n
 from machine import describe  # type: ignore[import-not-found]
 
 from streams.infra import Cluster, Topology
-from streams.infra.cluster import free_ports
+from streams.infra.topology import free_ports
 from streams.io import envelope, read_log
 
 POOLS, GROUPS, STEP = 1_000, 100, 100_000

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from streams.infra.cluster import free_ports
+from streams.infra.topology import free_ports
 from tests.helpers import Worker, tribunal
 
 settings.register_profile("ci", max_examples=150, deadline=None)

@@ -32,7 +32,7 @@ from typing import Any
 
 from streams.core import dispatch
 from streams.infra import Cluster, Topology
-from streams.infra.cluster import free_port_block, free_ports
+from streams.infra.topology import free_port_block, free_ports
 from streams.io import envelope
 from streams.shards.check import check, read
 from tests.checks import (

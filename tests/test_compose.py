@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from streams.infra.cluster import Topology, broker_properties, zookeeper_config
+from streams.infra.topology import Topology, broker_properties, zookeeper_config
 
 COMPOSE = yaml.safe_load((Path(__file__).resolve().parents[1] / "docker-compose.yml").read_text())
 SERVICES = COMPOSE["services"]

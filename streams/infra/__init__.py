@@ -5,7 +5,8 @@ official jars (infra/pom.xml) and supervises the JVMs itself: the same code serv
 infra`, the test fixtures and the benchmarks.
 """
 
-from streams.infra.cluster import Cluster, Topology
+from streams.infra.cluster import Cluster
 from streams.infra.install import install_jars
+from streams.infra.topology import Topology
 
 __all__ = ["Cluster", "Topology", "install_jars"]

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from schemas.export import OPENAPI
-from streams.infra.cluster import free_ports
+from streams.infra.topology import free_ports
 from tests.helpers import Service, Worker, running, until, wait_until_ready
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from streams.infra.cluster import Cluster, Topology, free_port_block, free_ports, kafka_broker_count
+from streams.infra.cluster import Cluster, kafka_broker_count
+from streams.infra.topology import Topology, free_port_block, free_ports
 from tests.helpers import tribunal
 
 pytestmark = pytest.mark.integration

@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 
 from streams import kafka
-from streams.infra.cluster import Cluster, Topology, _port_open, free_ports
+from streams.infra.cluster import Cluster, _port_open
 from streams.infra.secure import Credentials, _certificates
+from streams.infra.topology import Topology, free_ports
 from streams.settings import Settings
 from tests.helpers import TRIBUNAL, Service, Worker, tribunal, wait_until_ready
 

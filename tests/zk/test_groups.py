@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from streams.infra.cluster import free_ports
+from streams.infra.topology import free_ports
 from streams.io import read_log
 from tests.checks import scheduler_runs, scheduler_violations
 from tests.helpers import Service, Worker, tribunal
