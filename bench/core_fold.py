@@ -18,10 +18,10 @@ from typing import Any
 
 from machine import describe  # type: ignore[import-not-found]
 
+from streams.clients import envelope
 from streams.core import pools
 from streams.core.pools import decider
 from streams.core.source import SourceRecord
-from streams.io import envelope
 
 SPEC = [{"Metrical": [0, 20], "Number": -10}, {"Metrical": [20, 40], "Number": -5},
         {"Metrical": [40, 60], "Number": 0}, {"Metrical": [60, 80], "Number": 5},

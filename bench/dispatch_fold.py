@@ -20,9 +20,9 @@ import time
 
 from machine import describe  # type: ignore[import-not-found]
 
-from streams.collector import fewer_collections
 from streams.core import dispatch
 from streams.core.source import SourceRecord
+from streams.gc_settings import fewer_collections
 
 NS = "bench"
 CAP = 100  # jobs running at once

@@ -41,8 +41,8 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from machine import describe, local_stack  # type: ignore[import-not-found]
 
+from streams.clients import envelope
 from streams.infra.topology import free_ports
-from streams.io import envelope
 from streams.worker.routing import partition_for
 
 TRIBUNAL = str(Path(sys.executable).with_name("tribunal"))

@@ -28,11 +28,11 @@ import time
 from faust.serializers import codecs
 from machine import describe  # type: ignore[import-not-found]
 
-from streams.collector import fewer_collections
 from streams.core import groups
 from streams.core.groups.codec import dump_bucket, stored, touched
 from streams.core.groups.state import NO_FIGURES, NO_MEMBERS, NO_OWNERS
 from streams.core.source import SourceRecord
+from streams.gc_settings import fewer_collections
 
 
 def event_record(offset: int, event: dict[str, object], topic: str) -> SourceRecord:

@@ -24,7 +24,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from machine import describe, local_stack  # type: ignore[import-not-found]
 from replay_file import generate  # type: ignore[import-not-found]
 
-from streams.io import read_log
+from streams.clients import read_log
 
 TRIBUNAL = str(Path(sys.executable).with_name("tribunal"))
 

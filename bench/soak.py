@@ -27,9 +27,9 @@ from pathlib import Path
 from e2e import POLICY, TRIBUNAL, produce, worker_stats  # type: ignore[import-not-found]
 from machine import describe  # type: ignore[import-not-found]
 
+from streams.clients import envelope, read_log
 from streams.infra import Cluster, Topology
 from streams.infra.topology import free_ports
-from streams.io import envelope, read_log
 
 POOLS, GROUPS, STEP = 1_000, 100, 100_000
 JOBS_PER_GROUP, SCHEDULERS_PER_GROUP = 200, 10

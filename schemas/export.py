@@ -27,7 +27,7 @@ from schemas.dispatch import (
 )
 from schemas.dispatch_api import openapi
 from schemas.envelope import CommandEnvelope, MetricBody
-from schemas.limits import (
+from schemas.groups import (
     Alert,
     GroupHealth,
     JobAcquired,

@@ -27,9 +27,9 @@ import orjson
 
 from streams import kafka
 from streams.audit.kafka_log import Bound, within
+from streams.clients import KafkaUnavailable, read_log
 from streams.core.source import SourceRecord
 from streams.errors import TribunalError
-from streams.io import KafkaUnavailable, read_log
 from streams.settings import Settings
 from streams.topics import REDRIVES, TopicSpec, create_topics
 

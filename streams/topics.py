@@ -27,7 +27,7 @@ from streams.settings import Settings
 
 log = logging.getLogger(__name__)
 REDRIVES = "dlq-redrives"  # which dead letters `tribunal dlq redrive` produced again (streams.dlq)
-SCHEDULER_ALERTS = "scheduler-alerts"  # what scheduler clients say of themselves (schemas.limits.SchedulerAlert)
+SCHEDULER_ALERTS = "scheduler-alerts"  # what scheduler clients say of themselves (schemas.groups.SchedulerAlert)
 
 
 TIMESTAMP_TYPES = {"broker": "LogAppendTime", "producer": "CreateTime"}

@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from streams.clients import envelope
 from streams.core import dispatch
 from streams.infra import Cluster, Topology
 from streams.infra.topology import free_port_block, free_ports
-from streams.io import envelope
 from streams.shards.check import check, read
 from tests.checks import (
     decision_violations,

@@ -16,11 +16,11 @@ from datetime import datetime
 from typing import Any
 
 from streams.audit.order import Coordinates, applied_order, chains_from, coordinates, named_cause
+from streams.clients import read_log
 from streams.core.folds import scope
 from streams.core.outputs import SILENT_INPUTS
 from streams.core.source import SourceRecord
 from streams.errors import ConfigError
-from streams.io import read_log
 from streams.lines import Output
 from streams.replay.parallel import derive_all
 from streams.replay.replayer import Replayer

@@ -13,7 +13,6 @@ from typing import Annotated, Any
 import typer
 
 from streams.cli.base import (
-    FOLD_OF,
     Bootstrap,
     FromBound,
     JobSetOption,
@@ -22,13 +21,14 @@ from streams.cli.base import (
     XOption,
     cli,
     dlq_cli,
+    fold_named,
     load_policy,
     one_key,
     open_file,
     settings_from,
 )
-from streams.collector import fewer_collections, freeze_start_up
 from streams.errors import TribunalError
+from streams.gc_settings import fewer_collections, freeze_start_up
 from streams.settings import Settings
 
 
@@ -227,20 +227,18 @@ def explain_command(pool: Annotated[str | None, typer.Option(help="Pool id (with
         if not target[0].startswith(settings.topic_prefix):  # given without the deployment's prefix
             target = (settings.topic(target[0]), target[1], target[2])
     else:
-        from streams.core.dispatch import DISPATCHER_HEALTH
-        from streams.core.groups import GROUP_HEALTH
-        from streams.core.pools import SCALING_DECISIONS
-        from streams.core.shards import SHARD_PLANS
+        from streams.core.folds import BY_NAME
 
         assert named is not None
         kind, key = named
-        counted = {"pool": SCALING_DECISIONS, "group": GROUP_HEALTH, "namespace": DISPATCHER_HEALTH,
-                   "job_set": SHARD_PLANS}[kind]
+        counted = BY_NAME[fold_named(kind)].numbered_by
+        if counted is None and stream is None:
+            raise TribunalError(f"the {fold_named(kind)} fold numbers no decision stream: give --stream")
         if seq is None and kind != "job_set":
             raise TribunalError("--epoch goes with --job-set")
         field, value = ("seq", seq) if seq is not None else ("epoch", epoch)
         assert value is not None
-        target = cause_of_seq(log, settings, stream or counted, key, value, field)
+        target = cause_of_seq(log, settings, stream or counted or "", key, value, field)
     found = explain(log, settings, target)
     typer.echo(json.dumps(found, indent=2) if as_json else render(found))
 
@@ -264,7 +262,7 @@ def report(output_file: Annotated[Path, typer.Option("--output", "-o", help="The
         raise TribunalError("name exactly one of --pool, --group, --namespace and --job-set")
     settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
     kind, key = named
-    fold = BY_NAME[FOLD_OF[kind]]
+    fold = BY_NAME[fold_named(kind)]
     in_range = within(Bound.parse(start), Bound.parse(end))
     with LazyProgress("reading the log") as bar:
         log = KafkaLog.read(settings, bar.advance)

@@ -83,8 +83,11 @@ XOption = Annotated[Literal["time", "order"], typer.Option(
 Web = Annotated[str | None, typer.Option(help="Worker web endpoint host:port (default "
                                          "$TRIBUNAL_WEB_HOST:$TRIBUNAL_WEB_PORT)")]
 
-# a key's option, and the fold it names
-FOLD_OF = {"pool": "pools", "group": "groups", "namespace": "dispatch", "job_set": "shards"}
+def fold_named(option: str) -> str:
+    """The fold a key's option names (`pool` -> `pools`): each fold says what its keys are called (`key_name`)."""
+    from streams.core.folds import FOLDS  # the folds load only for the commands that name one
+
+    return next((fold.name for fold in FOLDS if fold.key_name == option), "")
 
 
 def one_key(**keys: str | None) -> tuple[str, str] | None:

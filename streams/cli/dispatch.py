@@ -42,7 +42,7 @@ def ticker(interval_ms: Annotated[int, typer.Option(min=1, help="Milliseconds be
            root: Root = "/tribunal", session_timeout: SessionTimeout = 6.0) -> None:
     """Write the clock: a Tick per dispatcher namespace with work, every interval, and per `--pool` every pool
     interval; one ticker ticks at a time."""
-    from streams.dispatcher.ticker import Ticker
+    from streams.ticker import Ticker
     from streams.topics import create_topics
     from streams.zk.layout import Layout
 
@@ -165,8 +165,8 @@ def jobs_max(threads: Annotated[int, typer.Option(min=0, help="Jobs that may run
 def jobs_show(uuid: Annotated[str, typer.Argument(help="The job's uuid")], namespace: Namespace = "default",
               web: Web = None) -> None:
     """A pending or running job as the worker holds it (a job's whole history: `tribunal explain --job`)."""
+    from streams.clients import worker_page
     from streams.errors import NotFound
-    from streams.io import worker_page
 
     try:
         body = worker_page(web or settings_from().web, "dispatch", namespace, uuid)

@@ -35,8 +35,8 @@ def zk_bridge(bootstrap: Bootstrap = None, zookeeper: ZkHosts = None, topic_pref
               metrics_port: Annotated[int | None, typer.Option(
                   help="Serve Prometheus metrics at /metrics on this port (host: $TRIBUNAL_WEB_HOST)")] = None) -> None:
     """Publish what ZooKeeper's watches report as scheduler and job events, plus periodic snapshots."""
+    from streams.groups.bridge import Bridge, serve_metrics
     from streams.topics import create_topics
-    from streams.zk.bridge import Bridge, serve_metrics
     from streams.zk.layout import Layout
 
     settings = settings_from(kafka_bootstrap=bootstrap, zookeeper_hosts=zookeeper, topic_prefix=topic_prefix)
@@ -60,7 +60,7 @@ def scheduler(group: Annotated[str, typer.Option(help="Scheduler group")],
               drain_interval: Annotated[float, typer.Option(help="Seconds a job takes to finish its run "
                                                             "once its scheduler is offline")] = 0.5) -> None:
     """Run a demonstration scheduler: it takes the jobs offered to it and logs what it runs."""
-    from streams.scheduler import SchedulerClient
+    from streams.groups.scheduler import SchedulerClient
     from streams.zk.layout import Layout
 
     settings = settings_from(kafka_bootstrap=bootstrap, zookeeper_hosts=zookeeper, topic_prefix=topic_prefix)
@@ -86,9 +86,9 @@ def rebalance_group(group: Annotated[str, typer.Option(help="Scheduler group")],
     """Move jobs from the most to the least loaded schedulers through the offline list."""
     from kazoo.handlers.threading import KazooTimeoutError
 
+    from streams.groups.rebalance import rebalance
     from streams.zk.client import client
     from streams.zk.layout import Layout
-    from streams.zk.rebalance import rebalance
 
     settings = settings_from(zookeeper_hosts=zookeeper)
     zk = client(settings.zookeeper_hosts, settings=settings)

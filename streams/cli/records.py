@@ -11,12 +11,12 @@ from typing import Annotated, Any
 import typer
 
 from streams.cli.base import (
-    FOLD_OF,
     Bootstrap,
     JobSetOption,
     Prefix,
     Web,
     cli,
+    fold_named,
     load_policy,
     one_key,
     policy_cli,
@@ -59,7 +59,7 @@ def metric(app: Annotated[str, typer.Argument(help="App name, e.g. ats")],
            channel: Annotated[str, typer.Option(help="plugin_decider or plugin_justice")] = "plugin_decider",
            bootstrap: Bootstrap = None, topic_prefix: Prefix = None) -> None:
     """Publish one `app-metrical` command in the seed's envelope."""
-    from streams.io import envelope, produce
+    from streams.clients import envelope, produce
 
     settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
     topic = settings.topic(channel)
@@ -75,7 +75,7 @@ def tail(topic: Annotated[str, typer.Argument(help="Topic name, without the pref
          idle_timeout: Annotated[float | None, typer.Option(help="Stop after this many quiet seconds")] = None,
          bootstrap: Bootstrap = None, topic_prefix: Prefix = None) -> None:
     """Follow a topic (read_committed) and print its records as a table or JSON lines."""
-    from streams.io import follow
+    from streams.clients import follow
 
     settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
     name = settings.topic(topic)
@@ -112,7 +112,7 @@ def policy_apply(file: Annotated[Path, typer.Argument(help="Policy file: a recor
     import orjson
 
     from schemas.policy import published
-    from streams.io import produce
+    from streams.clients import produce
 
     policy = load_policy(file, version, capacity)
     settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
@@ -132,14 +132,14 @@ def state(pool: Annotated[str | None, typer.Option(help="Pool id")] = None,
           web: Web = None) -> None:
     """Show a pool (instances, metricals, free capacity, policy), a scheduler group, a dispatcher namespace,
     or a key of any fold."""
-    from streams.io import worker_page
+    from streams.clients import worker_page
 
     named = one_key(pool=pool, group=group, namespace=namespace, job_set=job_set,
                     fold=key if fold is not None else None)
     if named is None or (fold is None) != (key is None):
         raise TribunalError("name exactly one of --pool, --group, --namespace, --job-set, or --fold with --key")
     kind, key = named
-    body = worker_page(web or settings_from().web, FOLD_OF.get(kind, fold or ""), key)
+    body = worker_page(web or settings_from().web, fold_named(kind) or fold or "", key)
     if namespace is not None and not as_json:
         _print_namespace(body)
         return

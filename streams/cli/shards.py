@@ -55,8 +55,8 @@ def shard_tasks(job_set: JobSet, tasks: Annotated[int, typer.Argument(min=0, hel
                 bootstrap: Bootstrap = None, topic_prefix: Prefix = None) -> None:
     """Set a job set's task count (and strategy): a `TaskCountSet` on shard-events."""
     from schemas.shards import TaskCountSet
+    from streams.clients import produce
     from streams.core.shards import SHARD_EVENTS
-    from streams.io import produce
 
     settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
     record = TaskCountSet.model_validate({"job_set": job_set, "tasks": tasks, "strategy": strategy})

@@ -90,6 +90,8 @@ class Fold(Generic[S]):
     item: Callable[[S, str], dict[str, Any] | None] | None = None  # one named thing in a key's state (a job)
     summary: Callable[[str, S], dict[str, Any]] | None = None  # `describe` without what grows with the state (a
     # namespace's jobs), for the report, which reads it after every record; None: `describe` is small already
+    key_name: str = "key"  # what one of its keys is called: the CLI's option for it (`--pool`), the report's title
+    numbered_by: str | None = None  # the output stream whose `seq` names a decision (`explain --pool P --seq N`)
     clocked: bool = False  # its state keeps a clock from its records' timestamps (`source.event_time`): its input
     # topics are dated by the broker (`streams.topics`), so no producer's clock moves it
 
@@ -125,22 +127,24 @@ POOLS: Fold[pools.PoolState] = Fold(
     tables=(Table("pool-state", pool_codec.dump_state), Table("pool-policies", pool_codec.dump_policies,
                                                               pool_codec.policies_changed)),
     load=pool_codec.load, describe=pool_view.describe, explain=pool_view.explain, render=pool_view.render,
-    gauges=pool_view.gauges, clocked=True)
+    gauges=pool_view.gauges, key_name="pool", numbered_by=pools.SCALING_DECISIONS, clocked=True)
 GROUPS: Fold[groups.GroupState] = Fold(
     "groups", groups.INPUTS, groups.OUTPUTS, frozenset({groups.REJECTION_LIMITS}), groups.GroupState, groups.apply,
     groups.key_of, tables=(Table("group-state", group_codec.dump),), load=group_codec.load,
     describe=group_view.describe, explain=group_view.explain, render=group_view.render, gauges=group_view.gauges,
+    key_name="group", numbered_by=groups.GROUP_HEALTH,
     parts=(Parts("group-buckets", group_codec.touched, group_codec.dump_bucket, group_codec.listed),))
 DISPATCH: Fold[dispatch.DispatchState] = Fold(
     "dispatch", dispatch.INPUTS, dispatch.OUTPUTS, frozenset({dispatch.DISPATCHER_HEALTH}), dispatch.DispatchState,
     dispatch.apply, dispatch.key_of, tables=(Table("dispatch-state", dispatch.dump),), load=dispatch.load,
     describe=dispatch_view.describe, explain=dispatch_view.explain, render=dispatch_view.render,
-    item=dispatch_view.job, summary=dispatch_view.summary, clocked=True,
+    item=dispatch_view.job, summary=dispatch_view.summary, key_name="namespace",
+    numbered_by=dispatch.DISPATCHER_HEALTH, clocked=True,
     parts=(Parts("dispatch-jobs", dispatch_codec.touched, dispatch_codec.dump_bucket, dispatch_codec.listed),))
 SHARDS: Fold[shards.ShardState] = Fold(
     "shards", shards.INPUTS, shards.OUTPUTS, frozenset({shards.SHARD_PLANS}), shards.ShardState, shards.apply,
     shards.key_of, tables=(Table("shard-state", shards.dump),), load=shards.load, describe=shard_view.describe,
-    explain=shard_view.explain, render=shard_view.render)
+    explain=shard_view.explain, render=shard_view.render, key_name="job_set", numbered_by=shards.SHARD_PLANS)
 FOLDS: list[Fold[Any]] = []
 BY_INPUT: dict[str, Fold[Any]] = {}
 BY_NAME: dict[str, Fold[Any]] = {}

@@ -23,9 +23,9 @@ from pydantic import BaseModel, ValidationError
 from schemas import dispatch as records
 from schemas.dispatch import MAX_RETRIES
 from schemas.dispatch_api import ATTEMPT_QUERY, AssignBody, CapBody, FailBody, Problem, Written, openapi
+from streams.clients import worker_page
 from streams.dispatcher.client import DispatcherClient, uuids_of
 from streams.errors import NotFound, TribunalError
-from streams.io import worker_page
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)

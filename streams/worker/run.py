@@ -7,7 +7,7 @@ import logging
 import faust
 
 from streams import logs
-from streams.collector import fewer_collections, freeze_start_up
+from streams.gc_settings import fewer_collections, freeze_start_up
 from streams.settings import Settings
 from streams.topics import create_topics, declare_topics
 from streams.worker.app import CHANGELOG_CONFIG, create_app, discard_local_tables

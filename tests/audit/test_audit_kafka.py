@@ -6,8 +6,8 @@ import asyncio
 import json
 from pathlib import Path
 
-from streams.io import envelope
-from streams.scheduler import over_threshold
+from streams.clients import envelope
+from streams.groups.scheduler import over_threshold
 from streams.topics import SCHEDULER_ALERTS
 from tests.audit.browser import assert_shows_plots
 from tests.core.pools.builders import seed_policy

@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 
 from streams.audit.kafka_log import Bound, replay_log, within
 from streams.audit.order import Coordinates, applied_order, chains_from, coordinates, log_order
+from streams.clients import envelope
 from streams.core import pools
 from streams.core.folds import scope
 from streams.core.source import SourceRecord
 from streams.errors import ConfigError
-from streams.io import envelope
 from streams.replay.replayer import Replayer
 from tests.core.pools.builders import seed_policy
 from tests.core.pools.test_justice import justice_policy

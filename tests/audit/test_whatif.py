@@ -13,8 +13,8 @@ from schemas.policy import DeciderPolicy
 from streams.audit.kafka_log import Bound, within
 from streams.audit.plots import label_x, pyplot
 from streams.audit.whatif import compare, substance
+from streams.clients import envelope
 from streams.core.source import SourceRecord
-from streams.io import envelope
 from streams.lines import export_row
 from streams.replay.replayer import Replayer
 from tests.core.pools.builders import app

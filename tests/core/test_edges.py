@@ -22,11 +22,11 @@ from schemas.common import INT64_MAX, MAX_MILLIS, fits_int64
 from schemas.dispatch import MAX_JOBS_PER_ASSIGN, MAX_TIMEOUT_MS
 from schemas.export import JSON_DIR, MODELS
 from streams import asyncapi
+from streams.clients import envelope
 from streams.core import dispatch
 from streams.core.folds import BY_INPUT, FOLDS
 from streams.core.outputs import Emit
 from streams.core.source import SourceRecord
-from streams.io import envelope
 from tests.core.pools.builders import seed_policy
 from tests.schemas.drawn import values
 

@@ -16,7 +16,7 @@ CORE = Path(__file__).resolve().parents[2] / "streams" / "core"
 FORBIDDEN_MODULES = {
     "faust", "aiokafka", "kazoo", "mode", "asyncio", "socket", "random", "secrets", "time", "datetime",
     "os", "subprocess", "threading", "uuid", "requests", "aiohttp", "io", "pathlib", "shutil", "tempfile",
-    "logging", "streams.infra", "streams.worker", "streams.cli", "streams.io",
+    "logging", "streams.infra", "streams.worker", "streams.cli", "streams.clients",
 }
 FORBIDDEN_CALLS = {"open", "print", "input", "hash", "id", "eval", "exec", "__import__"}
 
@@ -54,7 +54,7 @@ SCRIPT = """
 import sys
 import json
 from streams.core import pools
-from streams.io import envelope
+from streams.clients import envelope
 from streams.core.source import SourceRecord
 from tests.core.pools.builders import seed_policy
 state = pools.PoolState()

@@ -15,10 +15,10 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from streams.clients import envelope
 from streams.core import groups, pools
 from streams.core.folds import FOLDS, scope
 from streams.core.source import SourceRecord
-from streams.io import envelope
 from streams.replay import replay_lines
 from streams.replay.replayer import Replayer
 from tests.core.pools.builders import seed_policy

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from streams.clients import envelope
 from streams.core.source import SourceRecord
-from streams.io import envelope
 from streams.lines import output_line
 from streams.replay.parallel import derive_all
 from streams.replay.replayer import Replayer

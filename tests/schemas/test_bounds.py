@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 from schemas.cluster import PoolCapacitySet
 from schemas.common import INT64_MAX, INT64_MIN
-from schemas.limits import SchedulerRegistered
+from schemas.groups import SchedulerRegistered
 from schemas.policy import DeciderPolicy
 from tests.core.pools.builders import seed_policy
 

@@ -14,7 +14,7 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from streams.io import envelope
+from streams.clients import envelope
 from tests.core.dispatch.script import command, tick
 from tests.core.pools.builders import seed_policy
 from tests.core.pools.test_justice import justice_policy

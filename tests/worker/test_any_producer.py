@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
+from streams.clients import envelope, read_log
 from streams.core.folds import FOLDS
-from streams.io import envelope, read_log
 from streams.worker.routing import partition_for
 from tests.core.pools.builders import seed_policy
 from tests.helpers import Worker, produce_all, read_committed, running, tribunal

@@ -24,9 +24,9 @@ import pytest
 from aiokafka import AIOKafkaClient
 from aiokafka.structs import TopicPartition
 
+from streams.clients import envelope
 from streams.infra import Cluster, Topology
 from streams.infra.topology import free_port_block, free_ports
-from streams.io import envelope
 from tests.helpers import Worker, produce_all, read_committed, tribunal, wait_until_ready
 from tests.worker.test_crash import decided_exactly_once, pool_policy
 

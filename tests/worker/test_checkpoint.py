@@ -19,8 +19,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from streams.clients import envelope
 from streams.core import groups
-from streams.io import envelope
 from tests.core.groups.group_log import TOPIC_OF
 from tests.helpers import Worker, produce_all, read_committed, running, tribunal
 from tests.worker.test_crash import pool_policy

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from streams.audit.whatif import substance
-from streams.io import envelope
+from streams.clients import envelope
 from streams.lines import export_row, records_of
 from streams.worker.routing import partition_for
 from tests.checks import decision_violations

@@ -10,7 +10,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from streams.io import envelope
+from streams.clients import envelope
 from tests.core.pools.builders import seed_policy
 from tests.core.pools.test_justice import justice_policy
 from tests.helpers import Service, Worker, end_offsets, produce_all, read_committed, tribunal

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from streams.clients import read_log
 from streams.core import groups
-from streams.io import read_log
 from tests.audit.browser import assert_shows_plots
 from tests.core.groups.group_log import TOPIC_OF
 from tests.helpers import Worker, produce_all, read_committed, tribunal

@@ -28,8 +28,8 @@ from typing import Any
 
 import pytest
 
+from streams.clients import envelope
 from streams.infra.topology import free_ports
-from streams.io import envelope
 from tests.helpers import Worker, produce_all, read_committed, tribunal, wait_until_ready
 from tests.worker.test_crash import decided_exactly_once, pool_policy
 

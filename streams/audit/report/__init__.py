@@ -15,16 +15,25 @@ from typing import Any
 from streams.audit.explain import render
 from streams.audit.plots import STYLE, XAxis
 from streams.audit.report import dispatch, groups, pools, shards
+from streams.audit.report.tables import input_cell, numbered
+from streams.core.folds import FOLDS
 
 Figures = Callable[[list[dict[str, Any]], XAxis], list[tuple[str, str]]]  # (title, svg) of each plot
 Table = Callable[[list[dict[str, Any]]], Iterable[str]]
-PAGES: dict[str, tuple[Figures, Table]] = {
-    "pool": (pools.pool_figures, pools.table), "group": (groups.group_figures, groups.table),
-    "namespace": (dispatch.namespace_figures, dispatch.table), "job_set": (shards.job_set_figures, shards.table)}
+PAGES: dict[str, tuple[Figures, Table]] = {  # by fold; a fold with none gets its records' table alone
+    "pools": (pools.pool_figures, pools.table), "groups": (groups.group_figures, groups.table),
+    "dispatch": (dispatch.namespace_figures, dispatch.table), "shards": (shards.job_set_figures, shards.table)}
+
+
+def _plain(found: list[dict[str, Any]]) -> Iterable[str]:
+    return numbered(found, "<th>input</th><th>outputs</th>", lambda f: f"{input_cell(f)}<td>{len(f['outputs'])}</td>")
 
 
 def render_page(kind: str, key: str, found: list[dict[str, Any]], span: str, x: XAxis = "time") -> str:
-    figures, table = PAGES[kind][0](found, x), PAGES[kind][1](found)
+    """The page of the key `kind` names (a fold's `key_name`: pool, group, namespace, job_set)."""
+    fold = next(f for f in FOLDS if f.key_name == kind)
+    draw, tabulate = PAGES.get(fold.name, (lambda found, x: [], _plain))
+    figures, table = draw(found, x), tabulate(found)
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>tribunal audit: {kind} "
              f"{html.escape(key)}</title><style>{STYLE}</style></head><body>",
              f"<h1>tribunal audit: {kind} {html.escape(key)}</h1>",

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from pyrsistent import PMap, PSet
 
-from schemas.limits import (
+from schemas.groups import (
     JobAcquired,
     JobCreated,
     JobDeleted,

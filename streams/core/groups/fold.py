@@ -15,8 +15,8 @@ from typing import Any, get_args
 import orjson
 from pydantic import TypeAdapter, ValidationError
 
-from schemas import limits as records
-from schemas.limits import MembershipSnapshot
+from schemas import groups as records
+from schemas.groups import MembershipSnapshot
 from streams.core.admission import fold_or_reject
 from streams.core.deadletter import Rejected
 from streams.core.groups.emission import group_records, limits
@@ -31,7 +31,7 @@ SCHEDULER_EVENTS = "scheduler-events"
 JOB_EVENTS = "job-events"
 INPUTS = (SCHEDULER_EVENTS, JOB_EVENTS)
 
-GroupEvent = Change | MembershipSnapshot  # what `schemas.limits.GroupEvent` parses to
+GroupEvent = Change | MembershipSnapshot  # what `schemas.groups.GroupEvent` parses to
 _EVENT: TypeAdapter[GroupEvent] = TypeAdapter(records.GroupEvent)
 _ON_TOPIC = {  # the event types each input topic carries, as the schemas group them
     SCHEDULER_EVENTS: get_args(get_args(records.SchedulerEvent)[0]),

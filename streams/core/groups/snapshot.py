@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from schemas.limits import (
+from schemas.groups import (
     JobAcquired,
     JobCreated,
     JobDeleted,

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from schemas.limits import Alert, GroupHealth, JobOffers, RejectionLimit
+from schemas.groups import Alert, GroupHealth, JobOffers, RejectionLimit
 from schemas.records import DeadLetter
 from streams.core import groups
 from streams.core.outputs import DLQ

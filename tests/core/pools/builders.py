@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from streams.clients import envelope
 from streams.core import pools
 from streams.core.outputs import Emit
 from streams.core.source import SourceRecord
-from streams.io import envelope
 
 SEED_SPEC = [{"Metrical": [0, 20], "Number": -10}, {"Metrical": [20, 40], "Number": -5},
              {"Metrical": [40, 60], "Number": 0}, {"Metrical": [60, 80], "Number": 5},

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from schemas.limits import JobOffers, RejectionLimit, SchedulerAlert
+from schemas.groups import JobOffers, RejectionLimit, SchedulerAlert
 from streams import kafka
 from streams.core.groups import JOB_OFFERS, REJECTION_LIMITS
 from streams.settings import Settings

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from streams.groups.bridge import Bridge
 from streams.settings import Settings
-from streams.zk.bridge import Bridge
 from streams.zk.layout import Layout, registration
 
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from streams.clients import read_log
 from streams.infra.topology import free_ports
-from streams.io import read_log
 from tests.checks import scheduler_runs, scheduler_violations
 from tests.helpers import Service, Worker, tribunal
 
