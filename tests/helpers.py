@@ -139,6 +139,15 @@ def until(done: Callable[[], T], what: str | Callable[[], str], timeout: float =
     return result
 
 
+async def eventually(done: Callable[[], object], what: str, timeout: float = 60) -> None:
+    """`until` for a test that waits inside its event loop (on a client it runs there)."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
 Partitioner = Callable[[bytes | None], int | None]
 
 

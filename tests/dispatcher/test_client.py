@@ -8,13 +8,14 @@ import itertools
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from schemas.dispatch import JobOutcome, JobStarted
 from streams.dispatcher import DispatcherClient, JobAssign
 from streams.settings import Settings
-from tests.helpers import Service, Worker, end_offsets, produce_all, tribunal, wait_until_ready
+from tests.helpers import Service, Worker, end_offsets, eventually, produce_all, tribunal, until, wait_until_ready
 
 
 def ticker(env: dict[str, str], tmp_path: Path, unique: str, name: str = "ticker") -> Service:
@@ -44,21 +45,21 @@ def test_the_client_assigns_hears_its_starts_and_failures_and_finishing_frees_a_
             await client.set_max_threads(2)
             now = int(time.time() * 1000)
             assigned = await client.assign_job(JobAssign("w1").start(now).end(now + 10).job("a").job("b").job("c"))
-            await until(lambda: len(starts) >= 2, "two starts")
+            await eventually(lambda: len(starts) >= 2, "two starts")
             await asyncio.sleep(1.0)  # ticks go on: the cap of 2 holds the third back
             assert [s.external_id for s in starts] == ["a", "b"]
             await client.finish_job(starts[0].uuid)
-            await until(lambda: len(starts) >= 3, "the third start once a slot is free")
+            await eventually(lambda: len(starts) >= 3, "the third start once a slot is free")
             doomed = await client.assign_job(JobAssign("w1").start(now).job("doomed", max_retries=0))
             await client.finish_job(starts[1].uuid)
-            await until(lambda: len(starts) >= 4, "the doomed job's start")
+            await eventually(lambda: len(starts) >= 4, "the doomed job's start")
             await client.fail_job(doomed.uuids[0], "it broke")
-            await until(lambda: len(failed) >= 1, "the final failure")
+            await eventually(lambda: len(failed) >= 1, "the final failure")
             await client.assign_job(JobAssign("w2").start(now).job("not-mine"))  # another tenant's: starts now
             await client.assign_job(JobAssign("w1").start(now).job("last"))  # waits for a slot (c, not-mine run)
             await asyncio.sleep(1.0)
             await client.finish_job(starts[2].uuid)
-            await until(lambda: len(starts) >= 5, "the last start")
+            await eventually(lambda: len(starts) >= 5, "the last start")
             listening.cancel()
             return assigned.uuids
 
@@ -72,14 +73,6 @@ def test_the_client_assigns_hears_its_starts_and_failures_and_finishing_frees_a_
     finally:
         clock.stop()
     assert "elected: ticking" in clock.log(), clock.log()[-2000:]
-
-
-async def until(done: object, what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not done():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 def test_the_demo_executor_runs_what_the_cli_assigns(env: dict[str, str], worker: Worker, tmp_path: Path,
@@ -97,14 +90,12 @@ def test_the_demo_executor_runs_what_the_cli_assigns(env: dict[str, str], worker
         out = tribunal("jobs", "assign", "--namespace", "demo", "--worker", "w1", "--count", "3",
                        "--external-id", "demo", env=env).stdout
         uuids = out.split()[-3:]
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline:
+        def finished() -> list[dict[str, Any]]:
             lines = [json.loads(x) for x in run_log.read_text().splitlines()] if run_log.exists() else []
-            if sum(x["event"] == "finish" for x in lines) == 3:
-                break
-            time.sleep(0.2)
-        else:
-            raise AssertionError(f"not all ran: {executor.log()[-2000:]}\n{clock.log()[-1000:]}")
+            return lines if sum(x["event"] == "finish" for x in lines) == 3 else []
+
+        lines = until(finished, lambda: f"all three to run: {executor.log()[-2000:]}\n{clock.log()[-1000:]}", 90,
+                      every=0.2)
         assert [x["uuid"] for x in lines if x["event"] == "start"] == uuids
         events = [x["event"] for x in lines]
         assert events == ["start", "finish"] * 3  # a cap of 1: one at a time
@@ -126,18 +117,13 @@ def test_one_ticker_ticks_at_a_time_and_another_takes_over_when_it_dies(
         t.args = (*t.args, "--namespace", "always", "--interval-ms", "100")
         t.start()
     try:
-        deadline = time.monotonic() + 60
-        while "elected: ticking" not in first.log() + second.log():
-            assert time.monotonic() < deadline, first.log() + second.log()
-            time.sleep(0.1)
+        until(lambda: "elected: ticking" in first.log() + second.log(),
+              lambda: f"a ticker to be elected: {first.log() + second.log()}")
         leader, standby = (first, second) if "elected: ticking" in first.log() else (second, first)
         time.sleep(2)
         assert "elected: ticking" not in standby.log()
         leader.kill()
-        deadline = time.monotonic() + 60
-        while "elected: ticking" not in standby.log():
-            assert time.monotonic() < deadline, standby.log()
-            time.sleep(0.1)
+        until(lambda: "elected: ticking" in standby.log(), lambda: f"the standby to be elected: {standby.log()}")
         time.sleep(1)
     finally:
         first.stop()
@@ -171,7 +157,7 @@ def test_the_client_passes_over_a_record_it_cannot_read_and_never_reads_it_again
             listening = asyncio.create_task(client.run(ready))
             await asyncio.wait_for(ready.wait(), 60)
             await produce_all(kafka, [(f"{unique}.job-starts", b"ns", v) for v in values])
-            await until(lambda: len(heard) >= 1, "the good start")
+            await eventually(lambda: len(heard) >= 1, "the good start")
             await asyncio.sleep(1.0)  # its commit
             listening.cancel()
             with contextlib.suppress(asyncio.CancelledError):

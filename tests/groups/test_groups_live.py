@@ -20,7 +20,7 @@ import pytest
 from streams.clients import read_log
 from streams.infra.topology import free_ports
 from tests.checks import scheduler_runs, scheduler_violations
-from tests.helpers import Service, Worker, tribunal
+from tests.helpers import Service, Worker, tribunal, until
 
 JOBS = 12
 
@@ -71,12 +71,11 @@ class Group:
         return out
 
     def wait(self, what: str, done: Callable[[], bool], timeout: float = 120) -> None:
-        deadline = time.monotonic() + timeout
-        while not done():
-            if time.monotonic() > deadline:
-                logs = "\n".join(f"--- {n}\n{s.log()[-1500:]}" for n, s in self.services.items())
-                raise AssertionError(f"timed out waiting until {what}; owners {self.owners()}\n{logs}")
-            time.sleep(0.3)
+        def why() -> str:
+            logs = "\n".join(f"--- {n}\n{s.log()[-1500:]}" for n, s in self.services.items())
+            return f"{what}; owners {self.owners()}\n{logs}"
+
+        until(done, why, timeout, every=0.3)
 
     def kill(self, name: str) -> None:
         self.services[name].kill()

@@ -5,14 +5,13 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-import time
 from pathlib import Path
 
 import pytest
 
 from streams.infra.cluster import Cluster, kafka_broker_count
 from streams.infra.topology import Topology, free_port_block, free_ports
-from tests.helpers import tribunal
+from tests.helpers import tribunal, until
 
 pytestmark = pytest.mark.integration
 
@@ -73,9 +72,7 @@ def test_three_broker_kraft_cluster_replicates(tmp_path: Path) -> None:
     cluster = Cluster(topology)
     try:
         cluster.up()
-        deadline = time.monotonic() + 30
-        while kafka_broker_count(topology.bootstrap) != 3 and time.monotonic() < deadline:
-            time.sleep(0.5)
+        until(lambda: kafka_broker_count(topology.bootstrap) == 3, "three brokers in the metadata", 30, every=0.5)
         assert kafka_broker_count(topology.bootstrap) == 3
         asyncio.run(_create_replicated_topic(topology.bootstrap))
     finally:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ from streams.infra.cluster import Cluster, _port_open
 from streams.infra.secure import Credentials, _certificates
 from streams.infra.topology import Topology, free_ports
 from streams.settings import Settings
-from tests.helpers import TRIBUNAL, Service, Worker, tribunal, wait_until_ready
+from tests.helpers import TRIBUNAL, Service, Worker, tribunal, until, wait_until_ready
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
@@ -131,14 +130,10 @@ def _registration(stack: Stack, root: str) -> str:
     zk = client(stack.cluster.topology.zookeeper_hosts, settings=stack.settings("worker"))
     zk.start(timeout=30)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            found = [f"{path}/{child}" for path in _walk(zk, root) for child in zk.get_children(path)
-                     if child.startswith("A")]
-            if found:
-                return found[0]
-            time.sleep(0.3)
-        raise AssertionError(f"no node of scheduler A under {root}")
+        found: list[str] = until(lambda: [f"{path}/{child}" for path in _walk(zk, root)
+                                          for child in zk.get_children(path) if child.startswith("A")],
+                                 f"a node of scheduler A under {root}", 60, every=0.3)
+        return found[0]
     finally:
         zk.stop()
         zk.close()

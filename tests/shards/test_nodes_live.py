@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from streams.shards.check import check, read
-from tests.helpers import Service, Worker, read_committed, tribunal
+from tests.helpers import Service, Worker, read_committed, tribunal, until
 from tests.shards.proxy import Proxy
 
 TASKS = 120
@@ -66,17 +66,23 @@ class JobSet:
 
     def settled(self, nodes: set[str], timeout: float = 60.0) -> dict[str, Any]:
         """Until the plan written to /live covers exactly `nodes` and no pause is held."""
-        deadline = time.monotonic() + timeout
-        plan: dict[str, Any] = {}
-        while time.monotonic() < deadline:
+        last: dict[str, Any] = {}
+
+        def plan() -> dict[str, Any] | None:
             data, _ = self.zk.get(f"{self.root}/js/live") if self.zk.exists(f"{self.root}/js/live") else (b"", None)
-            plan = json.loads(data) if data else {}
-            if set(plan.get("nodes", {})) == nodes and plan.get("tasks") == TASKS \
+            last.clear()
+            last.update(json.loads(data) if data else {})
+            if set(last.get("nodes", {})) == nodes and last.get("tasks") == TASKS \
                     and not self.zk.exists(f"{self.root}/js/shard"):
-                return plan
-            time.sleep(0.2)
-        logs = "\n".join(f"--- {n}\n{s.log()[-3000:]}" for n, s in self.nodes.items())
-        raise AssertionError(f"never settled on {sorted(nodes)}; last plan {plan}\n{logs}")
+                return dict(last)
+            return None
+
+        def why() -> str:
+            logs = "\n".join(f"--- {n}\n{s.log()[-3000:]}" for n, s in self.nodes.items())
+            return f"a settled plan on {sorted(nodes)}; last plan {last}\n{logs}"
+
+        settled: dict[str, Any] = until(plan, why, timeout, every=0.2)
+        return settled
 
     def close(self) -> None:
         for service in self.nodes.values():

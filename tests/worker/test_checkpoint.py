@@ -22,7 +22,7 @@ from typing import Any
 from streams.clients import envelope
 from streams.core import groups
 from tests.core.groups.group_log import TOPIC_OF
-from tests.helpers import Worker, produce_all, read_committed, running, tribunal
+from tests.helpers import Worker, produce_all, read_committed, running, tribunal, until
 from tests.worker.test_crash import pool_policy
 
 POOLS, METRICS = 12, 1_500
@@ -79,12 +79,8 @@ def stats(env: dict[str, str]) -> dict[str, Any]:
 
 def wait_for(kafka: str, prefix: str, counts: dict[str, int], seconds: float = 240) -> None:
     """Until each topic holds its count of committed records (as many as the inputs folded)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if all(len(asyncio.run(read_committed(kafka, prefix + topic, n, timeout=3))) >= n
-               for topic, n in counts.items()):
-            return
-    raise AssertionError(f"not every input was folded within {seconds} s: {counts}")
+    until(lambda: all(len(asyncio.run(read_committed(kafka, prefix + topic, n, timeout=3))) >= n
+                      for topic, n in counts.items()), f"every input to be folded: {counts}", seconds, every=0)
 
 
 def run_with_batches_of(kafka: str, worker_env: dict[str, str], unique: str, size: int,
