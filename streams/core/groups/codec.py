@@ -16,10 +16,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from immutables import Map
-from pyrsistent import PSet, pmap, pset
 
 from streams.core.buckets import Buckets, Hashed, changed
 from streams.core.groups.state import Figures, GroupState, Member
+from streams.core.persistent import set_of
 
 Stored = Mapping[str, Mapping[str, Any] | None]  # a table's entries for one group: bucket name -> entry
 NONE_STORED: Stored = Map()
@@ -97,10 +97,6 @@ def stored(state: GroupState) -> dict[str, Any]:
             **{SCHEDULERS + name: dump_schedulers(state, name) for name in _scheduler_buckets(state)}}
 
 
-def _sized(items: set[str]) -> PSet[str]:
-    """A persistent set with room to grow: pyrsistent's default would rehash it on its next add."""
-    return pset(items, pre_size=2 * len(items) + 8)
-
 
 def load(data: Mapping[str, Any] | None, stored: Stored = NONE_STORED) -> GroupState:
     """The inverse of `dump` and `dump_bucket`; the derived indexes (held, orphans, by_n) are rebuilt from owners."""
@@ -136,13 +132,13 @@ def load(data: Mapping[str, Any] | None, stored: Stored = NONE_STORED) -> GroupS
     job_of = Hashed.fitting(len(owners)) if inline_jobs else Hashed(data["job_bits"])
     scheduler_of = Hashed.fitting(len(entries)) if inline_schedulers else Hashed(data["scheduler_bits"])
     return GroupState(
-        members=Buckets.of_items(scheduler_of, members.items(), inline_schedulers), offline=pset(offline),
+        members=Buckets.of_items(scheduler_of, members.items(), inline_schedulers), offline=frozenset(offline),
         owners=Buckets.of_items(job_of, owners.items(), inline_jobs),
-        held=pmap({o: _sized(j) for o, j in held.items()}), orphans=_sized(orphans),
-        by_n=pmap({n: _sized(ids) for n, ids in by_n.items()}),
-        by_load=pmap({key: _sized(ids) for key, ids in by_load.items()}),
-        load_of=pmap({sid: key for key, ids in by_load.items() for sid in ids}),
+        held=Map({o: set_of(j) for o, j in held.items()}), orphans=set_of(orphans),
+        by_n=Map({n: set_of(ids) for n, ids in by_n.items()}),
+        by_load=Map({key: set_of(ids) for key, ids in by_load.items()}),
+        load_of=Map({sid: key for key, ids in by_load.items() for sid in ids}),
         figures=Buckets.of_items(scheduler_of, figures.items(), inline_schedulers),
-        limit_seqs=Buckets.of_items(scheduler_of, seqs.items(), inline_schedulers), offers=pmap(data["offers"]),
-        capacity_ok=bool(data["capacity_ok"]), seqs=pmap(data["seqs"]), offsets=dict(data["offsets"]),
+        limit_seqs=Buckets.of_items(scheduler_of, seqs.items(), inline_schedulers), offers=Map(data["offers"]),
+        capacity_ok=bool(data["capacity_ok"]), seqs=Map(data["seqs"]), offsets=dict(data["offsets"]),
         applied=int(data.get("applied", 0)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pyrsistent import PMap, PSet
+from immutables import Map
 
 from schemas.groups import (
     JobAcquired,
@@ -18,6 +18,7 @@ from schemas.groups import (
     SchedulerRegistered,
 )
 from streams.core.groups.state import NO_JOBS, GroupState, Member
+from streams.core.persistent import PSet, added, joined, less, without
 
 Change = (SchedulerRegistered | SchedulerLost | SchedulerOfflineRequested | SchedulerOnlineRequested | JobCreated
           | JobDeleted | JobAcquired | JobReleased)  # what a group event is, a snapshot aside
@@ -33,13 +34,13 @@ class Step:
 
 
 # -- the events -----------------------------------------------------------------------------------
-def _discard(held: PMap[str, PSet[str]], owner: str, job: str) -> PMap[str, PSet[str]]:
-    jobs = held.get(owner, NO_JOBS).discard(job)
-    return held.set(owner, jobs) if jobs else held.discard(owner)
+def _discard(held: Map[str, PSet[str]], owner: str, job: str) -> Map[str, PSet[str]]:
+    jobs = without(held.get(owner, NO_JOBS), job)
+    return held.set(owner, jobs) if jobs else without(held, owner)
 
 
-def _add(held: PMap[str, PSet[str]], owner: str, job: str) -> PMap[str, PSet[str]]:
-    return held.set(owner, held.get(owner, NO_JOBS).add(job))
+def _add(held: Map[str, PSet[str]], owner: str, job: str) -> Map[str, PSet[str]]:
+    return held.set(owner, added(held.get(owner, NO_JOBS), job))
 
 
 def _register(state: GroupState, e: SchedulerRegistered, step: Step) -> GroupState:
@@ -50,14 +51,14 @@ def _register(state: GroupState, e: SchedulerRegistered, step: Step) -> GroupSta
         return state
     by_n = state.by_n
     if old is not None:
-        rest = by_n[old.n].discard(e.scheduler)
-        by_n = by_n.set(old.n, rest) if rest else by_n.discard(old.n)
-    by_n = by_n.set(member.n, by_n.get(member.n, NO_JOBS).add(e.scheduler))
+        rest = without(by_n[old.n], e.scheduler)
+        by_n = by_n.set(old.n, rest) if rest else without(by_n, old.n)
+    by_n = by_n.set(member.n, added(by_n.get(member.n, NO_JOBS), e.scheduler))
     mine = state.held.get(e.scheduler, NO_JOBS)  # acquisitions seen before the registration
     step.touched.add(e.scheduler)
     step.note = f"{e.scheduler} {'re-registered' if old else 'registered'} (n={member.n}, M={member.M})"
     return state._replace(members=state.members.set(e.scheduler, member), by_n=by_n,
-                          orphans=state.orphans.difference(mine))
+                          orphans=less(state.orphans, mine))
 
 
 def _lose(state: GroupState, scheduler: str, step: Step) -> GroupState:
@@ -65,14 +66,14 @@ def _lose(state: GroupState, scheduler: str, step: Step) -> GroupState:
     if old is None:
         step.applied, step.note = False, f"{scheduler} is not registered"
         return state
-    rest = state.by_n[old.n].discard(scheduler)
+    rest = without(state.by_n[old.n], scheduler)
     jobs = state.held.get(scheduler, NO_JOBS)
     owners = state.owners.added((job, None) for job in jobs)  # its owner nodes died with its session
     step.touched.add(scheduler)
     step.note = f"{scheduler} lost; {len(jobs)} of its jobs orphaned"
     return state._replace(members=state.members.delete(scheduler), owners=owners,
-                          held=state.held.discard(scheduler), orphans=state.orphans.union(jobs),
-                          by_n=state.by_n.set(old.n, rest) if rest else state.by_n.discard(old.n))
+                          held=without(state.held, scheduler), orphans=joined(state.orphans, jobs),
+                          by_n=state.by_n.set(old.n, rest) if rest else without(state.by_n, old.n))
 
 
 def _set_offline(state: GroupState, scheduler: str, offline: bool, step: Step) -> GroupState:
@@ -81,7 +82,7 @@ def _set_offline(state: GroupState, scheduler: str, offline: bool, step: Step) -
         return state
     step.touched.add(scheduler)
     step.note = f"{scheduler} put {'offline' if offline else 'back online'}"
-    return state._replace(offline=state.offline.add(scheduler) if offline else state.offline.discard(scheduler))
+    return state._replace(offline=state.offline | {scheduler} if offline else state.offline - {scheduler})
 
 
 def _create(state: GroupState, job: str, step: Step) -> GroupState:
@@ -89,7 +90,7 @@ def _create(state: GroupState, job: str, step: Step) -> GroupState:
         step.applied, step.note = False, f"job {job} exists already"
         return state
     step.note = f"job {job} created"
-    return state._replace(owners=state.owners.set(job, None), orphans=state.orphans.add(job))
+    return state._replace(owners=state.owners.set(job, None), orphans=added(state.orphans, job))
 
 
 def _delete(state: GroupState, job: str, step: Step) -> GroupState:
@@ -102,7 +103,7 @@ def _delete(state: GroupState, job: str, step: Step) -> GroupState:
         held = _discard(held, owner, job)
         step.touched.add(owner)
     step.note = f"job {job} deleted" + (f" (held by {owner})" if owner else "")
-    return state._replace(owners=state.owners.delete(job), held=held, orphans=state.orphans.discard(job))
+    return state._replace(owners=state.owners.delete(job), held=held, orphans=without(state.orphans, job))
 
 
 def _acquire(state: GroupState, job: str, scheduler: str, step: Step) -> GroupState:
@@ -124,7 +125,7 @@ def _acquire(state: GroupState, job: str, scheduler: str, step: Step) -> GroupSt
         notes.append(f"{scheduler} is not registered: the job stays an orphan until it is")
     step.note = "; ".join([f"{scheduler} acquired job {job}", *notes])
     return state._replace(owners=state.owners.set(job, scheduler), held=_add(held, scheduler, job),
-                          orphans=state.orphans.discard(job) if live else state.orphans.add(job))
+                          orphans=without(state.orphans, job) if live else added(state.orphans, job))
 
 
 def _release(state: GroupState, job: str, scheduler: str, step: Step) -> GroupState:
@@ -136,7 +137,7 @@ def _release(state: GroupState, job: str, scheduler: str, step: Step) -> GroupSt
     step.touched.add(scheduler)
     step.note = f"{scheduler} released job {job}"
     return state._replace(owners=state.owners.set(job, None), held=_discard(state.held, scheduler, job),
-                          orphans=state.orphans.add(job))
+                          orphans=added(state.orphans, job))
 
 
 def one(state: GroupState, event: Change, step: Step) -> GroupState:

@@ -15,9 +15,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-from pyrsistent import PMap, PSet, pmap, pset
+from immutables import Map
 
 from streams.core.buckets import Buckets, Hashed, refitted
+from streams.core.persistent import PSet, added, without
 
 
 def limit(K: int, S: int, n: int) -> int:
@@ -51,26 +52,26 @@ NO_OWNERS: Owners = Buckets(Hashed())
 NO_MEMBERS: Buckets[Member] = Buckets(Hashed())
 NO_FIGURES: Buckets[Figures] = Buckets(Hashed())
 NO_SEQS: Buckets[int] = Buckets(Hashed())
-NO_JOBS: PSet[str] = pset()
-EMPTY: PMap[Any, Any] = pmap()
+NO_JOBS: PSet[str] = Map()
+EMPTY: Map[Any, Any] = Map()
 
 
 class GroupState(NamedTuple):
     """One group, folded. `owners` maps every existing job to its owner (None: nobody holds it)."""
 
     members: Buckets[Member] = NO_MEMBERS
-    offline: PSet[str] = NO_JOBS
+    offline: frozenset[str] = frozenset()  # the operators' offline list: a few ids, a plain frozen set
     owners: Owners = NO_OWNERS
-    held: PMap[str, PSet[str]] = EMPTY  # owner id (live or not) -> the jobs it holds
+    held: Map[str, PSet[str]] = EMPTY  # owner id (live or not) -> the jobs it holds
     orphans: PSet[str] = NO_JOBS  # existing jobs without a live owner
-    by_n: PMap[int, PSet[str]] = EMPTY  # fault tolerance -> live schedulers with it
-    by_load: PMap[tuple[int, int], PSet[str]] = EMPTY  # (X, n) -> live online schedulers: who gets offers
-    load_of: PMap[str, tuple[int, int]] = EMPTY  # the inverse of by_load
+    by_n: Map[int, PSet[str]] = EMPTY  # fault tolerance -> live schedulers with it
+    by_load: Map[tuple[int, int], PSet[str]] = EMPTY  # (X, n) -> live online schedulers: who gets offers
+    load_of: Map[str, tuple[int, int]] = EMPTY  # the inverse of by_load
     figures: Buckets[Figures] = NO_FIGURES  # last figures emitted per scheduler
     limit_seqs: Buckets[int] = NO_SEQS  # scheduler -> last seq of its `RejectionLimit` records
-    offers: PMap[str, str] = EMPTY  # last offers emitted
+    offers: Map[str, str] = EMPTY  # last offers emitted
     capacity_ok: bool = True
-    seqs: PMap[str, int] = EMPTY  # the group's other output streams -> last seq (and, read from an entry written
+    seqs: Map[str, int] = EMPTY  # the group's other output streams -> last seq (and, read from an entry written
     # before the schedulers had a table of their own, each scheduler's until it is next numbered: `limit_seq`)
     offsets: Mapping[str, int] = EMPTY  # "topic:partition" -> last offset applied
     applied: int = 0  # inputs applied so far: the next one's `cause.position` is this + 1
@@ -108,7 +109,7 @@ class GroupState(NamedTuple):
         """The next seq of `scheduler`'s `RejectionLimit` records (output stream and key `key`)."""
         last, seqs = self.limit_seqs.get(scheduler), self.seqs
         if last is None and key in seqs:  # read from an entry of the older layout: moved to the scheduler's bucket
-            last, seqs = seqs[key], seqs.discard(key)
+            last, seqs = seqs[key], without(seqs, key)
         seq = (last or 0) + 1
         return self._replace(limit_seqs=self.limit_seqs.set(scheduler, seq), seqs=seqs), seq
 
@@ -141,12 +142,12 @@ def reindex(state: GroupState, touched: Iterable[str]) -> GroupState:
     for sid in touched:
         old = load_of.get(sid)
         if old is not None:
-            rest = by_load[old].discard(sid)
-            by_load = by_load.set(old, rest) if rest else by_load.discard(old)
-            load_of = load_of.discard(sid)
+            rest = without(by_load[old], sid)
+            by_load = by_load.set(old, rest) if rest else without(by_load, old)
+            load_of = without(load_of, sid)
         member = state.members.get(sid)
         if member is not None and sid not in state.offline:
             key = (state.X(sid), member.n)
-            by_load = by_load.set(key, by_load.get(key, NO_JOBS).add(sid))
+            by_load = by_load.set(key, added(by_load.get(key, NO_JOBS), sid))
             load_of = load_of.set(sid, key)
     return state._replace(by_load=by_load, load_of=load_of)

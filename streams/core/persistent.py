@@ -1,0 +1,51 @@
+"""The core's one persistent collection library: immutables' `Map`, a hash array mapped trie in C.
+
+A record changes a few entries of a state that can hold 100,000 jobs, and the state before it must stay as it
+was (replay, explain and the worker's keeper read both), so a change copies a path of the trie, not the map.
+pyrsistent's maps and sets were measured beside it (`bench/collections.py`): ten times slower to change and a
+hundred times slower to look up, pyrsistent's pure-Python build being what installs on Python 3.11. A set is
+a `Map` whose values are all None; the helpers below give it a set's operations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable
+from typing import Any, TypeVar
+
+from immutables import Map
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+PSet = Map[K, None]  # a persistent set: its members are the keys
+
+EMPTY: Map[Any, Any] = Map()
+
+
+def set_of(items: Iterable[K]) -> Map[K, None]:
+    return Map(dict.fromkeys(items))
+
+
+def added(members: Map[K, None], item: K) -> Map[K, None]:
+    return members.set(item, None)
+
+
+def without(mapping: Map[K, V], key: K) -> Map[K, V]:
+    """`mapping` without `key` (a set without a member), whether or not it has it."""
+    return mapping.delete(key) if key in mapping else mapping
+
+
+def joined(members: Map[K, None], items: Iterable[K]) -> Map[K, None]:
+    """The union of a set and `items`."""
+    changing = members.mutate()
+    for item in items:
+        changing[item] = None
+    return changing.finish()
+
+
+def less(members: Map[K, None], items: Iterable[K]) -> Map[K, None]:
+    """The set without `items`."""
+    changing = members.mutate()
+    for item in items:
+        if item in changing:
+            del changing[item]
+    return changing.finish()
