@@ -13,9 +13,10 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
-from streams.audit.order import Coordinates, applied_order, chains_from, coordinates, named_cause
+from streams.audit.order import Coordinates, Named, applied_order, chains_from, coordinates, named_cause
 from streams.clients import read_log
 from streams.core.folds import scope
 from streams.core.outputs import SILENT_INPUTS
@@ -88,9 +89,13 @@ class KafkaLog:
     def scope_of(self, record: SourceRecord) -> tuple[str, str]:
         return scope(record, self.prefix) or (record.topic, "")
 
+    @cached_property
+    def causes(self) -> dict[Stream, list[Named | None]]:
+        """The cause each recorded output names, per stream in order (read once: ordering and the cut both ask)."""
+        return {stream: [named_cause(r.value) for r in records] for stream, records in self.recorded.items()}
+
     def ordered(self) -> list[SourceRecord]:
-        streams = ([r.value for r in records] for records in self.recorded.values())
-        return applied_order(self.inputs, chains_from(streams, self.inputs, self.scope_of), self.topics,
+        return applied_order(self.inputs, chains_from(self.causes.values(), self.inputs, self.scope_of), self.topics,
                              self.scope_of)
 
     def cut(self) -> Cut:
@@ -107,9 +112,8 @@ class KafkaLog:
         """
         ordered = self.ordered()
         position: dict[Coordinates, int] = {}
-        for records in self.recorded.values():
-            for record in records:
-                named = named_cause(record.value)
+        for causes in self.causes.values():
+            for named in causes:
                 if named is not None and named.position is not None:
                     position.setdefault(named.at, named.position)
         held: dict[tuple[str, str], set[int]] = {}
@@ -127,8 +131,7 @@ class KafkaLog:
         inputs = [r for r in ordered if kept(coordinates(r), position.get(coordinates(r)))]
         recorded = {}
         for stream, records in self.recorded.items():
-            causes = [named_cause(r.value) for r in records]
-            recorded[stream] = [r for r, c in zip(records, causes, strict=True)
+            recorded[stream] = [r for r, c in zip(records, self.causes[stream], strict=True)
                                 if c is None or kept(c.at, c.position)]  # one that names no input: compared, as ever
         return Cut(inputs, recorded, len(ordered) - len(inputs),
                    sum(map(len, self.recorded.values())) - sum(map(len, recorded.values())))

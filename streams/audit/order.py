@@ -147,19 +147,19 @@ def _advance(chain: list[Coordinates], at: int, done: set[Coordinates]) -> int:
     return at
 
 
-def chains_from(streams: Iterable[Sequence[bytes | None]], inputs: Iterable[SourceRecord],
+def chains_from(streams: Iterable[Sequence[Named | None]], inputs: Iterable[SourceRecord],
                 scope: Callable[[SourceRecord], Hashable]) -> list[list[Coordinates]]:
-    """The chains `applied_order` follows, from recorded output values (each stream in seq order).
+    """The chains `applied_order` follows, from the causes recorded outputs name (`named_cause` of each value,
+    each stream in seq order).
 
     `scope(input)` names the state an input was applied to (fold and key): the inputs of one
     scope are chained by the positions their outputs name.
     """
     positions: dict[Coordinates, int] = {}
     chains: list[list[Coordinates]] = []
-    for values in streams:
+    for causes in streams:
         legacy = []
-        for value in values:
-            named = named_cause(value)
+        for named in causes:
             if named is None:
                 continue  # not one of ours: verification will say so
             if named.position is None:

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from streams.audit.kafka_log import Bound, replay_log, within
-from streams.audit.order import Coordinates, applied_order, chains_from, coordinates, log_order
+from streams.audit.order import Coordinates, applied_order, chains_from, coordinates, log_order, named_cause
 from streams.clients import envelope
 from streams.core import pools
 from streams.core.folds import scope
@@ -71,7 +71,7 @@ def worker(records: list[SourceRecord]) -> dict[tuple[str, str], list[bytes]]:
 
 
 def chains(streams: dict[tuple[str, str], list[bytes]], inputs: list[SourceRecord]) -> list[list[Coordinates]]:
-    return chains_from(list(streams.values()), inputs, scope_of)
+    return chains_from([list(map(named_cause, vs)) for vs in streams.values()], inputs, scope_of)
 
 
 def arrival_and_recovery(rng: random.Random, records: list[SourceRecord],

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from schemas.records import SilentInput
 from streams.audit.kafka_log import KafkaLog, replay_log, within
-from streams.audit.order import applied_order, chains_from, coordinates
+from streams.audit.order import applied_order, chains_from, coordinates, named_cause
 from streams.core import dispatch, shards
 from streams.core.outputs import SILENT_INPUTS
 from streams.core.source import SourceRecord
@@ -47,7 +47,8 @@ class Log:
 def recovered(records: list[SourceRecord], recorded: dict[tuple[str, str], list[bytes]]) -> list[SourceRecord]:
     """The order replay applies `records` in, from what the worker recorded (records given in log order)."""
     by_time = sorted(records, key=lambda r: (r.timestamp, TOPICS.index(r.topic), r.offset))
-    return applied_order(by_time, chains_from(list(recorded.values()), records, scope_of), TOPICS, scope_of)
+    causes = [list(map(named_cause, values)) for values in recorded.values()]
+    return applied_order(by_time, chains_from(causes, records, scope_of), TOPICS, scope_of)
 
 
 def test_a_stale_ack_stamped_before_the_loss_it_follows_is_replayed_after_it() -> None:

@@ -97,7 +97,6 @@ def stored(state: GroupState) -> dict[str, Any]:
             **{SCHEDULERS + name: dump_schedulers(state, name) for name in _scheduler_buckets(state)}}
 
 
-
 def load(data: Mapping[str, Any] | None, stored: Stored = NONE_STORED) -> GroupState:
     """The inverse of `dump` and `dump_bucket`; the derived indexes (held, orphans, by_n) are rebuilt from owners."""
     if not data:

@@ -91,11 +91,12 @@ def group_records(state: GroupState, group: str, event_type: str, step: Step, fi
         state = _alert(state, group, None, "capacity_restored" if capacity_ok else "capacity_short", text,
                        None, None, record, outputs)
         state = state._replace(capacity_ok=capacity_ok)
-    if Map(offered) != state.offers:
+    offering = Map(offered)
+    if offering != state.offers:
         state, seq = state.next_seq(f"{JOB_OFFERS}:{group}")
         outputs.append(Emit(JOB_OFFERS, group, {"type": "JobOffers", "group": group, "offers": offered,
                                                 "cause": cause_of(record, state.applied), "seq": seq}))
-        state = state._replace(offers=Map(offered))
+        state = state._replace(offers=offering)
     state, seq = state.next_seq(f"{GROUP_HEALTH}:{group}")
     outputs.append(Emit(GROUP_HEALTH, group, {
         "type": "GroupHealth", "group": group, "event": event_type, "applied": step.applied, "note": step.note,
