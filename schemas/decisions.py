@@ -1,4 +1,5 @@
-"""Decisions tribunal writes: `scaling-decisions` (decider) and `justice-outcomes` (justice).
+"""Decisions tribunal writes: `scaling-decisions` (decider), `pool-instances` (what they leave each app with)
+and `justice-outcomes` (justice).
 
 Both state targets (desired totals for every app), not only deltas, so an actuator that sees a
 decision twice does no harm; both carry their cause and a per-pool `seq` for deduplication.
@@ -79,6 +80,20 @@ class ScalingDecision(Record):
         "observe: the pool's policy is observe-only; `moves` are what would move, `instances` did not change"))
     stabilization: Stabilization | None = Field(None, description="The window that shaped the reporting app's Number")
     stale: StaleHandling | None = Field(None, description="The app that went stale, and how it was handled")
+
+
+class PoolInstances(Record):
+    """An app's decided instances, on the compacted `pool-instances` (key `pool/app`): written with each decision
+    that changed them, in its transaction, so the latest record per key is the pool's desired state. A client or
+    actuator that starts reads it to the end instead of replaying the decisions."""
+
+    type: Literal["PoolInstances"] = "PoolInstances"
+    pool: str
+    app: str
+    instances: int = Field(ge=0, description="The app's instances after the decision (0: the app left the policy)")
+    seq: int = Field(ge=1, description="The `scaling-decisions` seq of the decision that set them")
+    policy_version: str
+    cause: Cause
 
 
 class JusticeOutcome(Record):

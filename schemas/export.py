@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from schemas.cluster import InstancesObserved, PoolCapacitySet, PoolTick
 from schemas.common import Cause
-from schemas.decisions import JusticeOutcome, ScalingDecision
+from schemas.decisions import JusticeOutcome, PoolInstances, ScalingDecision
 from schemas.dispatch import (
     DispatcherHealth,
     JobCancelled,
@@ -49,7 +49,7 @@ from schemas.shards import LiveNode, NodeJoined, NodeLost, NodesSnapshot, ShardA
 
 MODELS: tuple[type[BaseModel], ...] = (
     Cause, CommandEnvelope, DeadLetter, DeciderPolicy, InstancesObserved, JusticeOutcome,
-    JusticePolicy, MetricBody, PoolCapacitySet, PoolTick, ScalingDecision,
+    JusticePolicy, MetricBody, PoolCapacitySet, PoolInstances, PoolTick, ScalingDecision,
     Alert, GroupHealth, JobAcquired, JobCreated, JobDeleted, JobOffers, JobReleased, MembershipSnapshot,
     RejectionLimit, SchedulerAlert, SchedulerLost, SchedulerOfflineRequested, SchedulerOnlineRequested,
     SchedulerRegistered,

@@ -56,6 +56,9 @@ TOPICS: tuple[Topic, ...] = (
           "Load reports of the driver app for justice, in the same envelope."),
     Topic("scaling-decisions", POOL, ("ScalingDecision",), (WORKER,), (DOWNSTREAM, AUDIT),
           "Which app grows and which gives instances up, with its cause and reasons."),
+    Topic("pool-instances", "pool/app", ("PoolInstances",), (WORKER,), (DOWNSTREAM, AUDIT),
+          "Each app's decided instances, written with the decision that set them: the desired state a client or "
+          "actuator reads at start.", compacted=True),
     Topic("justice-outcomes", POOL, ("JusticeOutcome",), (WORKER,), (DOWNSTREAM, AUDIT),
           "The split the driver app's load dictates."),
     Topic("scheduler-events", GROUP, ("SchedulerRegistered", "SchedulerLost", "SchedulerOfflineRequested",

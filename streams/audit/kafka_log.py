@@ -20,6 +20,7 @@ from streams.audit.order import Coordinates, Named, applied_order, chains_from, 
 from streams.clients import read_log
 from streams.core.folds import scope
 from streams.core.outputs import SILENT_INPUTS
+from streams.core.pools import POOL_INSTANCES
 from streams.core.source import SourceRecord
 from streams.errors import ConfigError
 from streams.lines import Output
@@ -190,7 +191,7 @@ def replay_log(ordered: list[SourceRecord], replayer: Replayer, in_range: Callab
     `recorded` if given."""
     result = Verification()
     positions = result.positions
-    unrecorded = _unrecorded_silent_topic(recorded, replayer.topic_prefix)
+    unrecorded = _unrecorded_topics(recorded, replayer.topic_prefix)
     for record, outputs in derive_all(ordered, replayer, jobs):
         if on_input is not None:
             on_input(1)
@@ -204,7 +205,7 @@ def replay_log(ordered: list[SourceRecord], replayer: Replayer, in_range: Callab
                 continue
             if sink is not None:
                 sink(out)
-            if recorded is None or out.topic == unrecorded:
+            if recorded is None or out.topic in unrecorded:
                 continue
             mine = recorded.get(stream, [])
             theirs = mine[at] if at < len(mine) else None
@@ -222,11 +223,16 @@ def replay_log(ordered: list[SourceRecord], replayer: Replayer, in_range: Callab
     return result
 
 
-def _unrecorded_silent_topic(recorded: dict[Stream, list[SourceRecord]] | None, prefix: str) -> str | None:
-    """`silent-inputs`, if the log has no record of it at all: a log written by a worker that did not write
-    them yet, which verifies as it did; None otherwise: then every derived `SilentInput` is compared."""
-    topic = prefix + SILENT_INPUTS
-    return None if recorded is None or any(t == topic for t, _ in recorded) else topic
+LATER_STREAMS = (SILENT_INPUTS, POOL_INSTANCES)  # outputs a worker wrote from some release on
+
+
+def _unrecorded_topics(recorded: dict[Stream, list[SourceRecord]] | None, prefix: str) -> frozenset[str]:
+    """Of `LATER_STREAMS`, the topics the log has no record of at all: a log written by a worker that did not write
+    them yet, which verifies as it did without them; every other derived output is compared."""
+    if recorded is None:
+        return frozenset()
+    held = {t for t, _ in recorded}
+    return frozenset(prefix + s for s in LATER_STREAMS) - held
 
 
 def _in_range_output(record: SourceRecord, in_range: Callable[[SourceRecord], bool]) -> bool:

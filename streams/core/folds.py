@@ -123,9 +123,9 @@ class Fold(Generic[S]):
 
 
 POOLS: Fold[pools.PoolState] = Fold(
-    "pools", pools.INPUTS, pools.OUTPUTS, frozenset({pools.POLICIES}), pools.PoolState, pools.apply, pools.key_of,
-    tables=(Table("pool-state", pool_codec.dump_state), Table("pool-policies", pool_codec.dump_policies,
-                                                              pool_codec.policies_changed)),
+    "pools", pools.INPUTS, pools.OUTPUTS, frozenset({pools.POLICIES, pools.POOL_INSTANCES}), pools.PoolState,
+    pools.apply, pools.key_of, tables=(Table("pool-state", pool_codec.dump_state),
+                                       Table("pool-policies", pool_codec.dump_policies, pool_codec.policies_changed)),
     load=pool_codec.load, describe=pool_view.describe, explain=pool_view.explain, render=pool_view.render,
     gauges=pool_view.gauges, key_name="pool", numbered_by=pools.SCALING_DECISIONS, clocked=True)
 GROUPS: Fold[groups.GroupState] = Fold(

@@ -74,7 +74,8 @@ def test_redelivered_offset_yields_nothing() -> None:
     state = log.state
     first, outputs = pools.apply(state, record(envelope(), offset=5), CHANNEL)
     again, repeated = pools.apply(first, record(envelope(), offset=5), CHANNEL)
-    assert len(outputs) == 1 and repeated == [] and again == first
+    assert [o.stream for o in outputs] == ["scaling-decisions", *["pool-instances"] * 2]
+    assert repeated == [] and again == first
 
 
 @given(st.lists(st.one_of(st.binary(max_size=64), st.builds(

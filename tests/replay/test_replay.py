@@ -51,7 +51,10 @@ def test_the_seeds_worked_example_through_tribunal_replay(tmp_path: Path) -> Non
         ("policy", 5, 5), ("steady", 5, 5), ("rejected", 5, 5), ("partial", 8, 2), ("idle", 8, 2), ("partial", 3, 7)]
     assert [d["seq"] for d in decisions] == [1, 2, 3, 4, 5, 6]
     assert [d["cause"]["offset"] for d in decisions[1:]] == [0, 1, 2, 3, 4]
-    assert all(r["key"] == "pool-a" for r in rows[:6])
+    assert all(r["key"] == "pool-a" for r in rows if r["topic"] == "scaling-decisions")
+    latest = {r["key"]: r["value"] for r in rows if r["topic"] == "pool-instances"}  # as compaction keeps them
+    assert {k: (v["instances"], v["seq"]) for k, v in latest.items()} == {"pool-a/ats": (3, 6), "pool-a/hadoop": (7, 6)}
+    assert len([r for r in rows if r["topic"] == "pool-instances"]) == 6  # adopted (2), partial (2), partial (2)
 
     dead = [r for r in rows if r["topic"] == "plugin_decider.dlq"]
     assert [d["value"]["reason_code"] for d in dead] == ["bad_envelope", "no_policy"]

@@ -12,6 +12,7 @@ from streams.core.pools.fold import (
     PLUGIN_DECIDER,
     PLUGIN_JUSTICE,
     POLICIES,
+    POOL_INSTANCES,
     SCALING_DECISIONS,
     PoolState,
     apply,
@@ -19,4 +20,4 @@ from streams.core.pools.fold import (
 )
 
 __all__ = ["CLUSTER_EVENTS", "INPUTS", "JUSTICE_OUTCOMES", "OUTPUTS", "PLUGIN_DECIDER", "PLUGIN_JUSTICE", "POLICIES",
-           "SCALING_DECISIONS", "PoolState", "apply", "key_of"]
+           "POOL_INSTANCES", "SCALING_DECISIONS", "PoolState", "apply", "key_of"]

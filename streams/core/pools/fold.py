@@ -30,8 +30,9 @@ PLUGIN_DECIDER = "plugin_decider"
 PLUGIN_JUSTICE = "plugin_justice"
 INPUTS = (POLICIES, CLUSTER_EVENTS, PLUGIN_DECIDER, PLUGIN_JUSTICE)
 SCALING_DECISIONS = "scaling-decisions"
+POOL_INSTANCES = "pool-instances"  # compacted: each app's instances, written by the decision that set them
 JUSTICE_OUTCOMES = "justice-outcomes"
-OUTPUTS = (SCALING_DECISIONS, JUSTICE_OUTCOMES)
+OUTPUTS = (SCALING_DECISIONS, POOL_INSTANCES, JUSTICE_OUTCOMES)
 
 _POLICY = TypeAdapter(PolicyRecord)
 _CLUSTER = TypeAdapter(ClusterEvent)
@@ -198,10 +199,12 @@ def _decision(state: PoolState, current: DeciderState, record: SourceRecord, poo
     observing = current.policy.observe_only
     if observing and before is not None:
         current = current._replace(instances=before.instances)
+    previous = state.decider
     state, seq = state.numbered(SCALING_DECISIONS, current, state.justice)
     instances, metricals = current.by_name()
+    cause = cause_of(record, state.applied)
     out = {
-        "type": "ScalingDecision", "pool": pool, "seq": seq, "cause": cause_of(record, state.applied),
+        "type": "ScalingDecision", "pool": pool, "seq": seq, "cause": cause,
         "policy_version": current.policy.version, "trigger": trigger, "outcome": verdict.outcome,
         "requested": verdict.requested, "granted": verdict.granted, "moves": verdict.moves,
         "instances": instances, "metricals": metricals,
@@ -212,7 +215,24 @@ def _decision(state: PoolState, current: DeciderState, record: SourceRecord, poo
         out["mode"] = "observe"
     if verdict.shaped:
         out.update(verdict.shaped)
-    return state, [Emit(SCALING_DECISIONS, pool, out)]
+    emits = [Emit(SCALING_DECISIONS, pool, out)]
+    if previous is None or previous.instances is not current.instances:
+        emits += _instances_set(pool, previous, instances, seq, current.policy.version, cause)
+    return state, emits
+
+
+def _instances_set(pool: str, previous: DeciderState | None, instances: Mapping[str, int], seq: int, version: str,
+                   cause: Mapping[str, Any]) -> list[Emit]:
+    """A `PoolInstances` for each app whose instances the decision changed (in rule order, then the apps that left
+    the policy, at 0), so that the compacted topic's latest record per app is the pool's desired state."""
+    before = previous.by_name()[0] if previous is not None else {}
+    if before == instances:
+        return []
+    changed = [(app, n) for app, n in instances.items() if before.get(app) != n]
+    changed += [(app, 0) for app, n in before.items() if app not in instances and n != 0]
+    return [Emit(POOL_INSTANCES, f"{pool}/{app}", {
+        "type": "PoolInstances", "pool": pool, "app": app, "instances": n, "seq": seq, "policy_version": version,
+        "cause": cause}) for app, n in changed]
 
 
 def _justice_metric(state: PoolState, record: SourceRecord, pool: str) -> tuple[PoolState, list[Emit]]:

@@ -26,12 +26,16 @@ def seed_policy() -> dict[str, Any]:
 
 
 class Log:
-    """An in-memory log of one pool, folded through `pools.apply` as the agents would."""
+    """An in-memory log of one pool, folded through `pools.apply` as the agents would.
+
+    `feed` returns the outputs but `pool-instances`, which it keeps as the compacted topic would (`desired`), and
+    checks after every record that they are what the decider holds: every test of the pool fold checks it."""
 
     def __init__(self, key: bytes | None = b"pool-a") -> None:
         self.key = key
         self.state = pools.PoolState()
         self.offsets: dict[str, int] = {}
+        self.desired: dict[str, dict[str, Any]] = {}  # app -> its latest PoolInstances
 
     def feed(self, topic: str, value: bytes, at: int | None = None) -> list[Emit]:
         """One record; `at` is its timestamp (event time, ms), else a time that grows with its topic's offset."""
@@ -39,7 +43,21 @@ class Log:
         self.offsets[topic] = offset + 1
         record = SourceRecord(topic, 0, offset, 1_732_200_000_000 + offset if at is None else at, self.key, value)
         self.state, outputs = pools.apply(self.state, record, topic)
-        return outputs
+        decided: dict[str, Any] | None = None
+        for out in outputs:
+            if out.stream == pools.SCALING_DECISIONS:
+                decided = json.loads(out.value_bytes())
+            elif out.stream == pools.POOL_INSTANCES:  # each follows the decision that set it
+                value = json.loads(out.value_bytes())
+                assert decided is not None and (value["seq"], value["cause"]) == (decided["seq"], decided["cause"])
+                assert value["instances"] == decided["instances"].get(value["app"], 0)
+                assert out.key == f"{value['pool']}/{value['app']}"
+                self.desired[value["app"]] = value
+        if self.state.decider is not None:
+            held = {app: v["instances"] for app, v in self.desired.items() if v["instances"] or app in
+                    self.state.decider.by_name()[0]}
+            assert held == dict(self.state.decider.by_name()[0]), (held, self.state.decider.by_name()[0])
+        return [out for out in outputs if out.stream != pools.POOL_INSTANCES]
 
     def policy(self, policy: dict[str, Any], at: int | None = None) -> list[Emit]:
         return self.feed(pools.POLICIES, json.dumps(policy).encode(), at)
