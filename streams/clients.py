@@ -10,11 +10,19 @@ import asyncio
 import json
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from streams import kafka
 from streams.errors import NotFound, TribunalError
 from streams.settings import Settings
+
+
+class Written(NamedTuple):
+    """Where a client's record was written: what its outputs' `cause` will name."""
+
+    topic: str
+    partition: int
+    offset: int
 
 
 class KafkaUnavailable(TribunalError):

@@ -24,20 +24,13 @@ from typing import Any, NamedTuple
 
 from schemas import dispatch as records
 from streams import kafka
+from streams.clients import Written
 from streams.core.dispatch import DISPATCH_COMMANDS, JOB_OUTCOMES, JOB_STARTS, job_uuid
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
 
 Listener = Callable[[Any], Awaitable[None] | None]
-
-
-class Written(NamedTuple):
-    """Where a command was written: what its outputs' `cause` will name."""
-
-    topic: str
-    partition: int
-    offset: int
 
 
 @dataclass

@@ -6,6 +6,7 @@
     {root}/{group}/offline/{id}      the offline list (persistent, set by operators and `rebalance`)
     {root}/.bridge-election          the bridges' leader election (names starting with "." are not groups)
     {root}/.ticker-election          the dispatcher tickers' leader election
+    {root}/.actuators/{pool}         the election among a pool's actuators
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ class Layout:
     @property
     def ticker_election(self) -> str:
         return f"{self.root}/.ticker-election"
+
+    def actuator_election(self, pool: str) -> str:
+        return f"{self.root}/.actuators/{pool}"
 
     def group(self, group: str) -> str:
         return f"{self.root}/{group}"

@@ -1,0 +1,61 @@
+"""`tribunal actuate`, `tribunal keda-scaler` and `tribunal demo`: the decisions applied, served and shown."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from streams.cli.base import Bootstrap, Prefix, Root, ZkHosts, cli, serve_until_stopped, settings_from
+
+Pool = Annotated[str, typer.Option("--pool", "-p", help="The decider pool")]
+
+
+@cli.command("actuate")
+def actuate(pool: Pool,
+            target: Annotated[str, typer.Option(help="process, exec, webhook, or a module:callable of your own")],
+            command: Annotated[str | None, typer.Option(help=(
+                "process: what a copy runs ({pool} {app} {index}); exec: what a change runs ({pool} {app} "
+                "{instances} {seq}), e.g. 'kubectl scale deploy/{app} --replicas={instances}'"))] = None,
+            observe_command: Annotated[str | None, typer.Option(help=(
+                "exec: prints an app's running count ({pool} {app}); without it what was applied is trusted"))] = None,
+            url: Annotated[str | None, typer.Option(help="webhook: where the desired state is POSTed")] = None,
+            secret_file: Annotated[Path | None, typer.Option(help="webhook: HMAC-SHA256 key of the signature")] = None,
+            state_dir: Annotated[Path, typer.Option(help="process: the copies' pid files and logs")] = Path(
+                ".tribunal-actuator"),
+            timeout: Annotated[float, typer.Option(min=0.1, help="exec, webhook: seconds one call may take")] = 30.0,
+            grace: Annotated[float, typer.Option(min=0, help="process: seconds from SIGTERM to SIGKILL")] = 10.0,
+            dry_run: Annotated[bool, typer.Option("--dry-run", help="Log what would be applied only")] = False,
+            interval: Annotated[float, typer.Option(min=0.05, help="Seconds between observations")] = 1.0,
+            report_after: Annotated[float, typer.Option(min=0, help=(
+                "Seconds a difference the target cannot put right lasts before the decider is told"))] = 10.0,
+            election: Annotated[bool, typer.Option(help="Stand in the pool's actuator election (ZooKeeper)")] = True,
+            stop_on_exit: Annotated[bool, typer.Option(help="process: stop the copies as the actuator stops")] = False,
+            metrics_port: Annotated[int, typer.Option(help="Serve /metrics on this port (0: none)")] = 0,
+            metrics_host: Annotated[str, typer.Option(help="Address /metrics listens on")] = "127.0.0.1",
+            bootstrap: Bootstrap = None, zookeeper: ZkHosts = None, topic_prefix: Prefix = None,
+            root: Root = "/tribunal") -> None:
+    """Make a target run what the pool's decisions say, put back what drifts, and tell the decider what lasts."""
+    import asyncio
+
+    from streams.decider.actuator import Actuator
+    from streams.decider.targets import TargetOptions, build
+
+    settings = settings_from(kafka_bootstrap=bootstrap, zookeeper_hosts=zookeeper, topic_prefix=topic_prefix)
+    options = TargetOptions(command=command, observe_command=observe_command, url=url, secret_file=secret_file,
+                            state_dir=state_dir, timeout=timeout, grace=grace)
+    actuator = Actuator(settings, pool, build(target, options), dry_run=dry_run, interval=interval,
+                        report_after=report_after, election=election, root=root)
+    if metrics_port:
+        actuator.metrics.serve(metrics_host, metrics_port)
+
+    async def run() -> None:
+        try:
+            await actuator.run()
+        finally:
+            stop_all = getattr(actuator.target, "stop_all", None)
+            if stop_on_exit and stop_all is not None:
+                await asyncio.shield(stop_all(pool))
+
+    serve_until_stopped(run, actuator.stop)

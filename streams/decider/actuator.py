@@ -1,0 +1,215 @@
+"""`tribunal actuate`: a reconcile loop that makes a target run what the decider decided, and says what runs.
+
+Desired comes from the decisions (a `DeciderClient` with no consumer group: every replica reads every decision,
+and starts from the compacted `pool-instances`, so neither offsets nor replay are needed); observed is the
+target's own answer. Each pass (at once when a decision moves the desired state, else every `interval`)
+compares them and applies the difference to the target, always the latest desired state: a change that fails
+is retried with backoff (0.5 s doubling to 30 s) as whatever the desired state is by then, so an older seq is
+never applied after a newer one.
+
+What runs can differ from what the decider believes: a copy crashed, someone scaled by hand. The actuator puts
+it back (desired wins, as a ReplicaSet's controller does) and counts the drift. A difference it cannot put right
+within `report_after` seconds (a target that keeps failing, a copy that keeps dying) is written to the decider as
+`InstancesObserved`, so that it frees or reassigns what is not running, once per difference.
+
+At least once, end to end: a change names absolute counts, so applying one twice is harmless, and a crash at
+any step leaves at worst a change applied and not yet recorded as such (applied again after the restart), or
+a difference not yet reported (found again). Two actuators of one pool do not fight: they stand in a ZooKeeper
+election (as the ticker's replicas do) and only the elected one applies; the others keep their desired state
+current and take over at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from streams.decider.client import DeciderClient, Desired
+from streams.decider.metrics import ActuatorMetrics
+from streams.decider.targets import ActuationFailed, Change, Target
+from streams.settings import Settings
+
+log = logging.getLogger(__name__)
+
+BACKOFF_FIRST, BACKOFF_MAX = 0.5, 30.0
+
+
+@dataclass
+class Actuator:
+    settings: Settings
+    pool: str
+    target: Target
+    dry_run: bool = False
+    interval: float = 1.0  # seconds between observations when no decision arrives
+    report_after: float = 10.0  # seconds a difference may last before the decider is told what runs
+    election: bool = True
+    root: str = "/tribunal"  # the ZooKeeper root its election lives under
+    metrics: ActuatorMetrics = field(default_factory=ActuatorMetrics)
+    applied: dict[str, int] = field(default_factory=dict)  # app -> the count last applied (or seen applied)
+    applied_seq: int = 0  # the newest decision whose desired state the target was seen to run
+    failures: int = 0  # consecutive failed passes
+    differing: dict[str, tuple[int, float]] = field(default_factory=dict)  # app -> (count seen, since: monotonic)
+    reported: dict[str, int] = field(default_factory=dict)  # app -> the count last reported as observed
+    stopping: threading.Event = field(default_factory=threading.Event)
+    leading: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        self.client = DeciderClient(self.settings, self.pool, group_id=None)
+
+    # -- one pass ----------------------------------------------------------------------------------
+    async def reconcile(self) -> float:
+        """Bring the target to the desired state once; the seconds to wait before the next pass."""
+        desired = self.client.desired(self.pool)
+        labels = (self.pool, self.target.name)
+        self.metrics.behind.labels(self.pool).set(max(0, desired.seq - self.applied_seq))
+        if desired.seq == 0:
+            return self.interval  # nothing decided for this pool yet
+        observed = await self.target.observe(self.pool, sorted(desired.instances))
+        seeing = {app: observed.get(app, self.applied.get(app, -1)) for app in desired.instances}
+        for app, n in seeing.items():
+            if app in observed and app in self.applied and n != self.applied[app]:
+                log.warning("%s/%s runs %d, %d applied: put back", self.pool, app, n, self.applied[app])
+                self.metrics.drift.labels(self.pool).inc()
+                self.applied[app] = n
+        wrong = {app: n for app, n in desired.instances.items() if seeing[app] != n}
+        if not wrong:
+            self._reconciled(desired)
+            return self.interval
+        if self.dry_run:
+            if desired.seq > self.applied_seq:
+                log.info("dry run: would set %s (decision %d)", _counts(wrong), desired.seq)
+                self.applied_seq = desired.seq
+            return self.interval
+        self.metrics.lag.labels(self.pool).set(max(0.0, time.time() - desired.at / 1000) if desired.at else 0.0)
+        change = Change(self.pool, desired.seq, wrong, desired.instances)
+        try:
+            await self.target.apply(change)
+            failed: frozenset[str] = frozenset()
+        except ActuationFailed as e:
+            failed = e.failed
+            log.warning("%s target failed for %s (decision %d): %s", self.target.name, sorted(failed),
+                        desired.seq, e)
+        self.applied.update({app: n for app, n in wrong.items() if app not in failed})
+        self.metrics.applied.labels(*labels).inc(len(wrong) - len(failed))
+        differing = {app: seeing[app] for app in wrong if (app in observed or app in failed) and seeing[app] >= 0}
+        await self._report_lasting(differing, desired)
+        if failed:
+            self.metrics.failed.labels(*labels).inc(len(failed))
+            self.failures += 1
+            return min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (self.failures - 1))
+        self.failures = 0
+        return self.interval
+
+    def _reconciled(self, desired: Desired) -> None:
+        if desired.seq > self.applied_seq and desired.at:
+            self.metrics.apply_seconds.labels(self.pool).observe(max(0.0, time.time() - desired.at / 1000))
+        self.applied_seq = max(self.applied_seq, desired.seq)
+        self.failures = 0
+        self.differing.clear()
+        self.metrics.lag.labels(self.pool).set(0.0)
+        self.metrics.behind.labels(self.pool).set(0)
+
+    async def _report_lasting(self, seen: Mapping[str, int], desired: Desired) -> None:
+        """Tell the decider what runs of the apps (`seen`) that have differed from its instances, the same way, for
+        `report_after` seconds (each difference once)."""
+        now = time.monotonic()
+        for app in [a for a in self.differing if a not in seen]:
+            del self.differing[app]
+        lasting = {}
+        for app, n in sorted(seen.items()):
+            count, since = self.differing.get(app, (n, now))
+            self.differing[app] = (n, since if count == n else now)
+            if now - self.differing[app][1] >= self.report_after and self.reported.get(app) != n \
+                    and desired.instances.get(app) != n:
+                lasting[app] = n
+        if lasting:
+            log.warning("reporting to the decider what runs in %s: %s", self.pool, _counts(lasting))
+            await self.client.observe_all(lasting, self.pool)
+            self.reported.update(lasting)
+            self.metrics.reported.labels(self.pool).inc(len(lasting))
+
+    # -- the loops ---------------------------------------------------------------------------------
+    async def _reconcile_loop(self) -> None:
+        changed = self.client.changed
+        while not self.stopping.is_set():
+            wait = self.interval
+            if self.leading.is_set():
+                changed.clear()
+                try:
+                    wait = await self.reconcile()
+                except Exception:  # a user's target that fails in its own way: retried, never the end of the loop
+                    log.exception("reconciling pool %s failed", self.pool)
+                    self.failures += 1
+                    wait = min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (self.failures - 1))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), wait)
+
+    def _lead(self) -> None:
+        log.info("elected: actuating pool %s through the %s target", self.pool, self.target.name)
+        self.leading.set()
+        self.metrics.leading.labels(self.pool).set(1)
+        self.loop.call_soon_threadsafe(self.client.changed.set)  # reconcile at once
+        while self.candidacy.holding():
+            self.stopping.wait(0.2)
+        self.leading.clear()
+        self.metrics.leading.labels(self.pool).set(0)
+        log.info("no longer actuating pool %s", self.pool)
+
+    async def run(self, ready: asyncio.Event | None = None) -> None:
+        """Follow, stand and reconcile until `stop()`; `ready` is set once the desired state is read."""
+        from streams.zk.election import Candidacy, session
+        from streams.zk.layout import Layout
+
+        self.loop = asyncio.get_running_loop()
+        self.candidacy = Candidacy()
+        self.candidacy.stopping = self.stopping
+        async with self.client:
+            followed = asyncio.Event()
+            tasks = [asyncio.create_task(self.client.run(followed))]
+            await _first(followed.wait(), tasks[0])
+            if ready is not None:
+                ready.set()
+            tasks.append(asyncio.create_task(self._reconcile_loop()))
+            try:
+                if not self.election:
+                    self.leading.set()
+                    self.metrics.leading.labels(self.pool).set(1)
+                    await _first(asyncio.to_thread(self.stopping.wait), *tasks)
+                    return
+                async with session(self.settings.zookeeper_hosts, 6.0, self.candidacy.on_state) as zk:
+                    tasks.append(asyncio.create_task(
+                        self.candidacy.stand(zk, Layout(self.root).actuator_election(self.pool), self._lead)))
+                    await _first(asyncio.to_thread(self.stopping.wait), *tasks)
+            finally:
+                self.stop()
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                await self.target.close()
+
+    def stop(self) -> None:
+        self.stopping.set()
+        candidacy = getattr(self, "candidacy", None)
+        if candidacy is not None:
+            candidacy.stop()
+
+
+async def _first(*waits: Any) -> None:
+    """Wait until the first of `waits` ends; a task among them that failed raises its error here."""
+    futures = [asyncio.ensure_future(w) for w in waits]
+    done, pending = await asyncio.wait(futures, return_when=asyncio.FIRST_COMPLETED)
+    for f in pending:
+        if f not in waits:
+            f.cancel()
+    for f in done:
+        f.result()
+
+
+def _counts(instances: Mapping[str, int]) -> str:
+    return ", ".join(f"{app}={n}" for app, n in sorted(instances.items()))

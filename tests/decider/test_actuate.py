@@ -1,0 +1,106 @@
+"""`tribunal actuate` live: a real worker, Kafka, ZooKeeper, and real processes as the target's copies."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+from streams.decider import DeciderClient
+from streams.decider.targets.process import start_time
+from streams.infra.topology import free_ports
+from tests.decider.conftest import Loop, metric_values, policy, scrape
+from tests.helpers import Service, until
+
+
+def copies(state: Path, pool: str) -> dict[str, dict[int, int]]:
+    """app -> index -> pid of the copies running, from the target's pid files."""
+    found: dict[str, dict[int, int]] = {}
+    for pidfile in sorted(state.glob(f"{pool}/*/*.pid")):
+        try:
+            saved = json.loads(pidfile.read_text())
+        except (OSError, ValueError):
+            continue
+        if start_time(saved["pid"]) == saved["started"]:
+            found.setdefault(pidfile.parent.name, {})[int(pidfile.stem)] = saved["pid"]
+    return found
+
+
+def counts(state: Path, pool: str) -> dict[str, int]:
+    return {app: len(c) for app, c in copies(state, pool).items() if c}
+
+
+def write(loop: Loop, pool: str, act: Callable[[DeciderClient], Coroutine[Any, Any, Any]]) -> None:
+    async def run() -> None:
+        async with DeciderClient(loop.settings, pool) as client:
+            await act(client)
+
+    asyncio.run(run())
+
+
+def desired(loop: Loop, pool: str) -> dict[str, int]:
+    """The pool's desired instances as a client starting now reads them (pool-instances)."""
+    async def read() -> dict[str, int]:
+        async with DeciderClient(loop.settings, pool, group_id=None) as client:
+            ready = asyncio.Event()
+            task = asyncio.create_task(client.run(ready))
+            await asyncio.wait_for(ready.wait(), 60)
+            task.cancel()
+            return {app: n for app, n in client.desired().instances.items() if n}
+
+    return asyncio.run(read())
+
+
+def test_the_process_target_follows_decisions_puts_back_a_killed_copy_and_one_actuator_of_two_applies(
+        loop: Loop, tmp_path: Path) -> None:
+    pool, state = "proc", tmp_path / "copies"
+    ports = free_ports(2)
+
+    def actuator(name: str, port: int) -> Service:
+        return Service(loop.cli_env(), tmp_path / f"{name}.log", "actuate", "--pool", pool, "--target", "process",
+                       "--command", "sleep 600", "--state-dir", str(state), "--interval", "0.2", "--grace", "2",
+                       "--root", loop.root, "--metrics-port", str(port))
+
+    first, second = actuator("a", ports[0]), actuator("b", ports[1])
+    first.start()
+    until(lambda: "elected" in first.log(), lambda: f"the first actuator elected:\n{first.log()[-2000:]}")
+    second.start()
+    try:
+        write(loop, pool, lambda c: c.apply_policy(policy()))
+        until(lambda: counts(state, pool) == {"web": 1, "batch": 1}, lambda: f"a copy each: {counts(state, pool)}")
+        write(loop, pool, lambda c: c.report("web", 90))  # load spike: web 1 -> 5
+        until(lambda: counts(state, pool) == {"web": 5, "batch": 1}, lambda: f"5 web: {counts(state, pool)}")
+
+        victim = copies(state, pool)["web"][2]
+        os.kill(victim, signal.SIGKILL)  # a crashed copy: seen, started again
+        until(lambda: counts(state, pool) == {"web": 5, "batch": 1} and copies(state, pool)["web"][2] != victim,
+              lambda: f"copy 2 of web started again: {copies(state, pool)}")
+        drift = metric_values(scrape(ports[0]), "tribunal_actuator_drift_total")
+        assert drift == {(("pool", pool),): 1.0}, drift
+
+        kept = copies(state, pool)["web"]
+        write(loop, pool, lambda c: c.report("web", 10))  # load drop: web gives instances up
+        first.kill()  # the elected actuator SIGKILLed in the middle of the change: the other takes over
+        until(lambda: "elected" in second.log(), lambda: f"the second actuator elected:\n{second.log()[-2000:]}")
+        want = desired(loop, pool)
+        assert want["web"] < 5, want
+        until(lambda: counts(state, pool) == want, lambda: f"{want}: {counts(state, pool)}")
+        survivors = copies(state, pool)["web"]
+        assert all(kept[i] == pid for i, pid in survivors.items()), (kept, survivors)  # adopted, not restarted
+
+        page = scrape(ports[1])
+        assert metric_values(page, "tribunal_actuator_leading") == {(("pool", pool),): 1.0}
+        applied = metric_values(page, "tribunal_actuator_applied_total")
+        assert applied[(("pool", pool), ("target", "process"))] >= 1
+        assert metric_values(page, "tribunal_actuator_lag_seconds") == {(("pool", pool),): 0.0}
+    finally:
+        for service in (first, second):
+            service.stop()
+        for pids in copies(state, pool).values():
+            for pid in pids.values():
+                os.killpg(pid, signal.SIGKILL)
+    assert second.log().count("elected") == 1 and "Traceback" not in second.log(), second.log()[-3000:]

@@ -1,0 +1,62 @@
+"""The decider's client live: reports, policies and observations written; decisions heard, typed, at most once
+per process; a client that starts late knows the desired instances at once, from `pool-instances`."""
+
+from __future__ import annotations
+
+import asyncio
+
+from streams import kafka
+from streams.decider import DeciderClient
+from tests.decider.conftest import Loop, policy
+from tests.helpers import eventually, tribunal
+
+
+def test_the_client_writes_hears_each_decision_once_and_a_late_one_starts_from_the_desired_state(loop: Loop) -> None:
+    async def scenario() -> None:
+        async with DeciderClient(loop.settings, "c1") as client:
+            heard = []
+            client.on_decision(heard.append)
+            ready = asyncio.Event()
+            following = asyncio.create_task(client.run(ready))
+            await asyncio.wait_for(ready.wait(), 60)
+            assert client.desired().seq == 0
+            await client.apply_policy(policy())
+            await client.report("web", 90)
+            await eventually(lambda: len(heard) >= 2, "the policy's decision and the report's")
+            assert [(d.seq, d.outcome, d.trigger.kind) for d in heard] == [(1, "policy", "policy"),
+                                                                          (2, "scaled", "metric")]
+            assert client.desired().instances == {"web": 5, "batch": 1} and client.desired().seq == 2
+            await client.observe("web", 3)
+            await eventually(lambda: len(heard) >= 3, "the observation's decision")
+            assert heard[2].trigger.kind == "observed" and [d.seq for d in heard] == [1, 2, 3]
+            assert client.desired().instances == {"web": 3, "batch": 1}
+            verified = await asyncio.to_thread(tribunal, "replay", "--from-kafka", "--verify", env=loop.env)
+            assert "agree" in verified.stdout, verified.stdout  # pool-instances among what is compared
+
+            producer = kafka.producer(loop.settings.kafka_bootstrap)
+            await producer.start()
+            topic = loop.settings.topic("scaling-decisions")
+            await producer.send_and_wait(topic, b"not json", key=b"c1")
+            await producer.send_and_wait(topic, heard[1].model_dump_json().encode(), key=b"c1")  # a duplicate
+            await producer.send_and_wait(topic, heard[2].model_dump_json().encode(), key=b"c1")  # and the last
+            await producer.stop()
+            await eventually(lambda: client.unreadable == 1, "the unreadable record counted")
+            await asyncio.sleep(0.5)
+            assert [d.seq for d in heard] == [1, 2, 3] and client.desired().seq == 3
+            following.cancel()
+
+        async with DeciderClient(loop.settings, "c1", group_id=None) as late:
+            replayed = []
+            late.on_decision(replayed.append)
+            ready = asyncio.Event()
+            following = asyncio.create_task(late.run(ready))
+            await asyncio.wait_for(ready.wait(), 60)
+            assert (late.desired().instances, late.desired().seq) == ({"web": 3, "batch": 1}, 3)
+            await asyncio.sleep(1.0)
+            assert replayed == []  # started from the desired state: no decision read again
+            await late.report("batch", 90)
+            await eventually(lambda: len(replayed) >= 1, "the next decision")
+            assert replayed[0].seq == 4 and late.desired().instances == {"web": 3, "batch": 5}
+            following.cancel()
+
+    asyncio.run(scenario())
