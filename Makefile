@@ -1,5 +1,5 @@
 # The two commands a newcomer needs are `make run` and `make test`; both install what is missing.
-.PHONY: setup test-setup run test test-fast test-integration down status lint docs schemas bench
+.PHONY: setup test-setup run test test-fast test-integration down status lint docs schemas grpc-stubs bench
 
 setup:
 	@bash infra/bootstrap.sh
@@ -41,6 +41,11 @@ docs: test-setup
 schemas:
 	.venv/bin/python -m schemas.export
 	.venv/bin/python -m streams.asyncapi
+
+# KEDA's external scaler stubs, from the vendored proto (tests/decider/test_keda.py checks they are current).
+grpc-stubs:
+	.venv/bin/python -m grpc_tools.protoc -I . --python_out=. --grpc_python_out=. --pyi_out=. \
+		streams/decider/keda/externalscaler.proto
 
 bench: setup
 	.venv/bin/python bench/infra_startup.py

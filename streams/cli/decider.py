@@ -59,3 +59,22 @@ def actuate(pool: Pool,
                 await asyncio.shield(stop_all(pool))
 
     serve_until_stopped(run, actuator.stop)
+
+
+@cli.command("keda-scaler")
+def keda_scaler(port: Annotated[int, typer.Option(help="Port the gRPC server listens on")] = 9090,
+                host: Annotated[str, typer.Option(help="Address it listens on")] = "127.0.0.1",
+                tls_cert: Annotated[Path | None, typer.Option(help="PEM certificate: serve TLS")] = None,
+                tls_key: Annotated[Path | None, typer.Option(help="PEM private key of --tls-cert")] = None,
+                tls_client_ca: Annotated[Path | None, typer.Option(help=(
+                    "PEM CA: require client certificates it signed (mutual TLS)"))] = None,
+                bootstrap: Bootstrap = None, topic_prefix: Prefix = None) -> None:
+    """KEDA's external scaler: each ScaledObject's app (metadata `pool`, `app`) at tribunal's decided instances."""
+    from streams.decider.keda.scaler import Tls, serve
+    from streams.errors import ConfigError
+
+    if (tls_cert is None) != (tls_key is None):
+        raise ConfigError("--tls-cert and --tls-key go together")
+    tls = Tls(tls_cert, tls_key, tls_client_ca) if tls_cert is not None and tls_key is not None else None
+    settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
+    serve_until_stopped(lambda: serve(settings, host, port, tls), None)

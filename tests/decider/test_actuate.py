@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import signal
+import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from streams.decider import DeciderClient
 from streams.decider.targets.process import start_time
 from streams.infra.topology import free_ports
 from tests.decider.conftest import Loop, metric_values, policy, scrape
-from tests.helpers import Service, until
+from tests.helpers import Service, eventually, until
 
 
 def copies(state: Path, pool: str) -> dict[str, dict[int, int]]:
@@ -104,3 +105,41 @@ def test_the_process_target_follows_decisions_puts_back_a_killed_copy_and_one_ac
             for pid in pids.values():
                 os.killpg(pid, signal.SIGKILL)
     assert second.log().count("elected") == 1 and "Traceback" not in second.log(), second.log()[-3000:]
+
+
+def test_a_change_the_exec_target_keeps_failing_is_retried_then_reported_to_the_decider(loop: Loop,
+                                                                                       tmp_path: Path) -> None:
+    from streams.decider.actuator import Actuator
+    from streams.decider.targets.command import CommandTarget
+
+    pool, calls, refuse = "exec", tmp_path / "calls", tmp_path / "refuse"
+    script = (f"import os, sys; open({str(calls)!r}, 'a').write(' '.join(sys.argv[1:]) + '\\n'); "
+              f"sys.exit(os.path.exists({str(refuse)!r}) and sys.argv[1] == 'web')")
+    target = CommandTarget(f"{sys.executable} -c \"{script}\" {{app}} {{instances}} {{seq}}", timeout=10)
+    act = Actuator(loop.settings, pool, target, interval=0.2, report_after=1.0, election=False)
+
+    def ran() -> list[str]:
+        return calls.read_text().splitlines() if calls.exists() else []
+
+    async def scenario() -> None:
+        ready = asyncio.Event()
+        running = asyncio.create_task(act.run(ready))
+        await asyncio.wait_for(ready.wait(), 60)
+        async with DeciderClient(loop.settings, pool) as client:
+            await client.apply_policy(policy())
+            await eventually(lambda: sorted(ran()) == ["batch 1 1", "web 1 1"], "the policy's instances applied")
+            refuse.touch()
+            await client.report("web", 90)  # web 1 -> 5, which the target refuses
+            await eventually(lambda: act.client.desired().seq == 3, "the decider told what runs")
+            assert act.client.desired().instances == {"web": 1, "batch": 1}  # it believes what runs now
+            assert ran().count("web 5 2") >= 2  # retried before it was reported
+            refuse.unlink()
+            await client.report("web", 90)
+            await eventually(lambda: ran()[-1] == "web 5 4", "the next decision applied")
+        act.stop()
+        await running
+
+    asyncio.run(scenario())
+    registry = act.metrics.registry
+    assert registry.get_sample_value("tribunal_actuator_reported_total", {"pool": pool}) == 1
+    assert registry.get_sample_value("tribunal_actuator_failed_total", {"pool": pool, "target": "exec"}) >= 2

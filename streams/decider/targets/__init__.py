@@ -12,6 +12,7 @@ A user's own target is a class with these three coroutines, named on the command
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,6 +71,15 @@ class TargetOptions:
     timeout: float = 30.0  # exec and webhook: one call's limit, in seconds
     grace: float = 10.0  # process: how long a copy told to stop (SIGTERM) has before SIGKILL
     extra: Mapping[str, str] = field(default_factory=dict)
+
+
+_PLACEHOLDER = re.compile(r"\{(pool|app|instances|seq|index)\}")
+
+
+def fill(part: str, **values: object) -> str:
+    """A command argument with its placeholders (`{pool}`, `{app}`, `{instances}`, `{seq}`, `{index}`) filled in;
+    any other brace is left as written (`-o jsonpath={.spec.replicas}`)."""
+    return _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]) if m.group(1) in values else m.group(0), part)
 
 
 def build(kind: str, options: TargetOptions) -> Target:

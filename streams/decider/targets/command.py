@@ -2,8 +2,9 @@
 CLI, a script), with a time limit.
 
 The template is split as a shell would (`shlex`), then `{pool}`, `{app}`, `{instances}` and `{seq}` are filled
-in each argument: no shell runs it, so an app's name cannot inject one. A non-zero exit, or no exit within the
-timeout (the command is killed), fails that app's change: the actuator retries it and counts it. With an observe
+in each argument: no shell runs it, so an app's name cannot inject one; other braces stay as written. A
+non-zero exit, or no exit within the timeout (the command is killed), fails that app's change: the actuator
+retries it and counts it. With an observe
 command (the same placeholders but `{instances}`), what it prints is the app's running count; without one the
 target cannot see what runs, and the actuator trusts what it last applied.
 """
@@ -15,7 +16,7 @@ import logging
 import shlex
 from collections.abc import Collection, Mapping
 
-from streams.decider.targets import ActuationFailed, Change
+from streams.decider.targets import ActuationFailed, Change, fill
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ class CommandTarget:
 
     async def _run(self, template: list[str], **values: object) -> tuple[int | None, str, str]:
         """Run the template with `values` filled in: (exit status or None when it timed out, stdout, stderr)."""
-        argv = [part.format(**values) for part in template]
+        argv = [fill(part, **values) for part in template]
         try:
             process = await asyncio.create_subprocess_exec(*argv, stdin=asyncio.subprocess.DEVNULL,
                                                            stdout=asyncio.subprocess.PIPE,

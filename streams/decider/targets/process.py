@@ -23,7 +23,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from streams.decider.targets import ActuationFailed, Change
+from streams.decider.targets import ActuationFailed, Change, fill
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ class ProcessTarget:
     def _start(self, pool: str, app: str, index: int) -> Copy:
         where = self._dir(pool, app)
         where.mkdir(parents=True, exist_ok=True)
-        argv = [part.format(pool=pool, app=app, index=index) for part in shlex.split(self.command)]
+        argv = [fill(part, pool=pool, app=app, index=index) for part in shlex.split(self.command)]
         env = {**os.environ, "TRIBUNAL_POOL": pool, "TRIBUNAL_APP": app, "TRIBUNAL_INDEX": str(index)}
         with open(where / f"{index}.log", "ab") as output:
             child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
@@ -131,6 +131,9 @@ class ProcessTarget:
             await asyncio.sleep(0.05)
         if copy.alive():
             _signal(copy, signal.SIGKILL)
+            deadline = loop.time() + 5.0  # SIGKILL takes effect soon, not at once
+            while copy.alive() and loop.time() < deadline:
+                await asyncio.sleep(0.01)
         if copy.child is not None:
             await asyncio.to_thread(copy.child.wait)
 

@@ -1,0 +1,101 @@
+"""The actuator's reconcile pass on its own (no broker): the desired state is given as `pool-instances` records
+are, the target is a recording one, so each rule of the loop can be seen to hold."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Collection, Mapping
+
+import pytest
+
+from streams.decider.actuator import BACKOFF_FIRST, Actuator
+from streams.decider.targets import ActuationFailed, Change
+from streams.settings import Settings
+
+
+class Recording:
+    """A target that runs what it is told, but for the apps in `failing`, and records each change."""
+
+    name = "recording"
+
+    def __init__(self) -> None:
+        self.running: dict[str, int] = {}
+        self.changes: list[Change] = []
+        self.failing: set[str] = set()
+
+    async def observe(self, pool: str, apps: Collection[str]) -> Mapping[str, int]:
+        return {app: self.running.get(app, 0) for app in apps}
+
+    async def apply(self, change: Change) -> None:
+        self.changes.append(change)
+        self.running.update({a: n for a, n in change.instances.items() if a not in self.failing})
+        if failed := self.failing & change.instances.keys():
+            raise ActuationFailed("refused", failed)
+
+    async def close(self) -> None:
+        return None
+
+
+def actuator(**options: object) -> tuple[Actuator, Recording]:
+    target = Recording()
+    return Actuator(Settings(), "p", target, election=False, **options), target  # type: ignore[arg-type]
+
+
+def decide(actuator: Actuator, seq: int, **instances: int) -> None:
+    actuator.client.learn({"type": "PoolInstances", "pool": "p", "app": app, "instances": n, "seq": seq}
+                          for app, n in instances.items())
+
+
+def counted(actuator: Actuator, name: str) -> float:
+    value = actuator.metrics.registry.get_sample_value(name, {"pool": "p", "target": "recording"})
+    return 0.0 if value is None else value
+
+
+def test_nothing_is_applied_before_a_decision_and_only_the_difference_after_one() -> None:
+    act, target = actuator()
+    assert asyncio.run(act.reconcile()) == act.interval and target.changes == []
+    decide(act, 1, web=2, batch=1)
+    asyncio.run(act.reconcile())
+    assert target.changes == [Change("p", 1, {"web": 2, "batch": 1}, {"web": 2, "batch": 1})]
+    decide(act, 2, web=3)
+    asyncio.run(act.reconcile())
+    assert target.changes[-1].instances == {"web": 3} and target.changes[-1].seq == 2
+    asyncio.run(act.reconcile())
+    assert len(target.changes) == 2 and act.applied_seq == 2 and counted(act, "tribunal_actuator_applied_total") == 3
+
+
+def test_a_failing_app_is_retried_with_backoff_as_the_newest_desired_state_never_an_older_one() -> None:
+    act, target = actuator()
+    target.failing = {"web"}
+    decide(act, 1, web=2, batch=1)
+    waits = [asyncio.run(act.reconcile())]
+    assert target.running == {"batch": 1}  # the other app of the change is set
+    decide(act, 2, web=5)
+    waits += [asyncio.run(act.reconcile()), asyncio.run(act.reconcile())]
+    assert waits == [BACKOFF_FIRST, 2 * BACKOFF_FIRST, 4 * BACKOFF_FIRST]
+    assert [(c.seq, dict(c.instances)) for c in target.changes] == [(1, {"web": 2, "batch": 1}), (2, {"web": 5}),
+                                                                    (2, {"web": 5})]
+    target.failing.clear()
+    assert asyncio.run(act.reconcile()) == act.interval and target.running == {"web": 5, "batch": 1}
+    assert act.failures == 0 and counted(act, "tribunal_actuator_failed_total") == 3
+
+
+def test_what_runs_other_than_applied_is_drift_put_back(caplog: pytest.LogCaptureFixture) -> None:
+    act, target = actuator()
+    decide(act, 1, web=3)
+    asyncio.run(act.reconcile())
+    target.running["web"] = 2  # a copy crashed
+    with caplog.at_level(logging.WARNING):
+        asyncio.run(act.reconcile())
+    assert target.running == {"web": 3} and "p/web runs 2, 3 applied: put back" in caplog.text
+    assert act.metrics.registry.get_sample_value("tribunal_actuator_drift_total", {"pool": "p"}) == 1
+
+
+def test_a_dry_run_applies_nothing_and_says_what_it_would(caplog: pytest.LogCaptureFixture) -> None:
+    act, target = actuator(dry_run=True)
+    decide(act, 4, web=3, batch=0)
+    with caplog.at_level(logging.INFO):
+        asyncio.run(act.reconcile())
+        asyncio.run(act.reconcile())
+    assert target.changes == [] and caplog.text.count("dry run: would set web=3 (decision 4)") == 1

@@ -1,0 +1,134 @@
+"""The targets on their own (no broker): real commands, a real HTTP server, real processes."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from streams.decider.targets import ActuationFailed, Change, TargetOptions, build
+from streams.decider.targets.command import CommandTarget
+from streams.decider.targets.process import ProcessTarget, start_time
+from streams.decider.targets.webhook import SIGNATURE, WebhookTarget
+from streams.errors import ConfigError
+
+
+def change(seq: int = 7, **instances: int) -> Change:
+    return Change("p", seq, instances, {"web": 1, "batch": 2, **instances})
+
+
+def test_exec_fills_each_argument_runs_no_shell_and_reports_failures_and_timeouts(tmp_path: Path) -> None:
+    out = tmp_path / "calls"
+    script = f"import sys; open({str(out)!r}, 'a').write(repr(sys.argv[1:]) + '\\n'); sys.exit(sys.argv[2] == '9')"
+    target = CommandTarget(f"{sys.executable} -c \"{script}\" {{app}} {{instances}} {{pool}}:{{seq}}", timeout=5)
+    asyncio.run(target.apply(change(**{"web": 3, "a b; touch x": 2})))
+    assert out.read_text().splitlines() == ["['a b; touch x', '2', 'p:7']", "['web', '3', 'p:7']"]
+    assert not (tmp_path / "x").exists()
+    with pytest.raises(ActuationFailed) as failed:
+        asyncio.run(target.apply(change(web=9, batch=4)))
+    assert failed.value.failed == {"web"} and "web: exit 1" in str(failed.value)
+    slow = CommandTarget("sleep 5", timeout=0.2)
+    with pytest.raises(ActuationFailed, match="timed out"):
+        asyncio.run(slow.apply(change(web=1)))
+    missing = CommandTarget("/nonexistent/kubectl scale {app}")
+    with pytest.raises(ActuationFailed, match="exit 127"):
+        asyncio.run(missing.apply(change(web=1)))
+
+
+def test_exec_observes_through_its_command_and_leaves_out_what_it_cannot_read() -> None:
+    script = "import sys; print({'web': 4}.get(sys.argv[1], 'x'))"  # braces of its own, left alone
+    target = CommandTarget("true", f"{sys.executable} -c \"{script}\" {{app}}")
+    assert asyncio.run(target.observe("p", ["web", "batch"])) == {"web": 4}
+    assert asyncio.run(CommandTarget("true").observe("p", ["web"])) == {}
+
+
+def test_the_webhook_signs_keys_and_sends_the_same_bytes_and_fails_on_anything_but_2xx(tmp_path: Path) -> None:
+    from aiohttp import web
+
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"s3cret\n")
+    seen: list[tuple[dict[str, str], bytes]] = []
+    answers = [500, 200, 200]
+
+    async def hook(request: web.Request) -> web.Response:
+        seen.append((dict(request.headers), await request.read()))
+        return web.Response(status=answers[len(seen) - 1], text="nope")
+
+    async def scenario() -> None:
+        app = web.Application()
+        app.router.add_post("/hook", hook)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = runner.addresses[0][1]
+        target = WebhookTarget(f"http://127.0.0.1:{port}/hook", secret, timeout=5)
+        try:
+            with pytest.raises(ActuationFailed, match="500 nope"):
+                await target.apply(change(web=3))
+            await target.apply(change(web=3))
+            await target.apply(change(seq=8, web=4))
+        finally:
+            await target.close()
+            await runner.cleanup()
+        unreachable = WebhookTarget(f"http://127.0.0.1:{port}/hook", timeout=2)
+        with pytest.raises(ActuationFailed) as failed:
+            await unreachable.apply(change(web=1))
+        await unreachable.close()
+        assert failed.value.failed == {"web"}
+
+    asyncio.run(scenario())
+    (h1, b1), (h2, b2), (h3, _) = seen
+    assert b1 == b2 and h1["Idempotency-Key"] == h2["Idempotency-Key"] == "p:7" and h3["Idempotency-Key"] == "p:8"
+    assert json.loads(b1) == {"pool": "p", "seq": 7, "instances": {"batch": 2, "web": 3}}
+    for headers, body in seen:
+        expected = hmac.new(b"s3cret", body, hashlib.sha256).hexdigest()
+        assert hmac.compare_digest(headers[SIGNATURE], f"sha256={expected}")
+
+
+def test_process_copies_outlive_their_actuator_are_adopted_and_a_stubborn_one_is_killed(tmp_path: Path) -> None:
+    command = "sh -c 'trap \"\" TERM; while :; do sleep 0.1; done'"  # ignores SIGTERM: SIGKILL after the grace
+
+    async def scenario() -> None:
+        first = ProcessTarget(command, tmp_path, grace=0.3)
+        await first.apply(change(web=3))
+        assert await first.observe("p", ["web", "batch"]) == {"web": 3, "batch": 0}
+        pids = {i: c.pid for i, c in first.copies[("p", "web")].items()}
+        again = ProcessTarget(command, tmp_path, grace=0.3)  # an actuator started after the first died
+        assert await again.observe("p", ["web"]) == {"web": 3}
+        await again.apply(change(web=1))
+        await again.close()
+        assert await again.observe("p", ["web"]) == {"web": 1} and again.copies[("p", "web")][0].pid == pids[0]
+        assert all(start_time(pids[i]) is None for i in (1, 2))
+        await again.stop_all("p")
+        assert start_time(pids[0]) is None
+        assert await ProcessTarget(command, tmp_path).observe("p", ["web"]) == {"web": 0}
+        for child in first.copies[("p", "web")].values():
+            if child.child is not None:
+                child.child.wait()
+
+    asyncio.run(scenario())
+    assert (tmp_path / "p" / "web" / "0.log").exists()
+
+
+def test_a_target_is_named_by_kind_or_by_module_and_says_what_it_lacks() -> None:
+    assert build("exec", TargetOptions(command="true")).name == "exec"
+    with pytest.raises(ConfigError, match="--url"):
+        build("webhook", TargetOptions())
+    with pytest.raises(ConfigError, match="unknown target"):
+        build("kubernetes", TargetOptions())
+    made: Any = build("tests.decider.test_targets:Custom", TargetOptions(command="x"))
+    assert isinstance(made, Custom) and made.options.command == "x"
+
+
+class Custom:
+    name = "custom"
+
+    def __init__(self, options: TargetOptions) -> None:
+        self.options = options
