@@ -1,5 +1,5 @@
 """Decisions tribunal writes: `scaling-decisions` (decider), `pool-instances` (what they leave each app with)
-and `justice-outcomes` (justice).
+and `justice-outcomes` (justice); and `actuations`, what an actuator made of them.
 
 Both state targets (desired totals for every app), not only deltas, so an actuator that sees a
 decision twice does no harm; both carry their cause and a per-pool `seq` for deduplication.
@@ -94,6 +94,25 @@ class PoolInstances(Record):
     seq: int = Field(ge=1, description="The `scaling-decisions` seq of the decision that set them")
     policy_version: str
     cause: Cause
+
+
+class Actuation(Record):
+    """A pass of `tribunal actuate` that did something (applied, failed, found drift, reported to the decider),
+    on `actuations` (key = pool): the audit trail of what ran, beside what was decided."""
+
+    type: Literal["Actuation"] = "Actuation"
+    pool: str
+    seq: int = Field(ge=1, description="The decision whose desired state the pass worked towards")
+    target: str = Field(description="process, exec, webhook, or the name of a target of the user's")
+    actuator: str = Field(description="host:pid of the actuator")
+    desired: dict[str, int]
+    observed: dict[str, int] = Field(description="What the target said ran before the pass (apps it can see)")
+    applied: dict[str, int] = Field(description="Counts set in this pass")
+    failed: dict[str, str] = Field(description="Apps the target did not set, and why")
+    drift: dict[str, int] = Field(description="Apps found running other than what was applied: what ran")
+    reported: dict[str, int] = Field(description="Counts written to the decider as InstancesObserved")
+    running: dict[str, int] = Field(description="What runs after the pass, as far as the actuator knows")
+    dry_run: bool = False
 
 
 class JusticeOutcome(Record):

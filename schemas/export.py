@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from schemas.cluster import InstancesObserved, PoolCapacitySet, PoolTick
 from schemas.common import Cause
-from schemas.decisions import JusticeOutcome, PoolInstances, ScalingDecision
+from schemas.decisions import Actuation, JusticeOutcome, PoolInstances, ScalingDecision
 from schemas.dispatch import (
     DispatcherHealth,
     JobCancelled,
@@ -48,7 +48,7 @@ from schemas.records import DeadLetter, SilentInput
 from schemas.shards import LiveNode, NodeJoined, NodeLost, NodesSnapshot, ShardAck, ShardPlan, TaskCountSet
 
 MODELS: tuple[type[BaseModel], ...] = (
-    Cause, CommandEnvelope, DeadLetter, DeciderPolicy, InstancesObserved, JusticeOutcome,
+    Actuation, Cause, CommandEnvelope, DeadLetter, DeciderPolicy, InstancesObserved, JusticeOutcome,
     JusticePolicy, MetricBody, PoolCapacitySet, PoolInstances, PoolTick, ScalingDecision,
     Alert, GroupHealth, JobAcquired, JobCreated, JobDeleted, JobOffers, JobReleased, MembershipSnapshot,
     RejectionLimit, SchedulerAlert, SchedulerLost, SchedulerOfflineRequested, SchedulerOnlineRequested,

@@ -31,6 +31,8 @@ SHARD_NODE = "shard-node"  # tribunal shard-node (its elected leader writes shar
 AUDIT = "audit"  # tribunal replay, explain, export, report, tail
 REDRIVE = "dlq-redrive"  # tribunal dlq redrive
 DOWNSTREAM = "downstream"  # whatever acts on decisions
+ACTUATOR = "actuator"  # tribunal actuate, and the DeciderClient it is built on
+KEDA = "keda-scaler"  # tribunal keda-scaler
 
 
 @dataclass(frozen=True)
@@ -48,19 +50,21 @@ _INPUT_READERS = (WORKER, AUDIT)
 TOPICS: tuple[Topic, ...] = (
     Topic("policies", POOL, ("DeciderPolicy", "JusticePolicy"), (OPERATOR,), _INPUT_READERS,
           "A pool's policy: the latest record per pool is in force from the next record on.", compacted=True),
-    Topic("cluster-events", POOL, ("PoolCapacitySet", "InstancesObserved", "PoolTick"), (BUSINESS, TICKER),
+    Topic("cluster-events", POOL, ("PoolCapacitySet", "InstancesObserved", "PoolTick"), (BUSINESS, ACTUATOR, TICKER),
           _INPUT_READERS, "A pool's capacity, the instances observed running, and the ticker's clock."),
     Topic("plugin_decider", POOL, ("CommandEnvelope",), (BUSINESS,), _INPUT_READERS,
           "Load reports for the decider: the seed's command envelope, `Body` a JSON `MetricBody`."),
     Topic("plugin_justice", POOL, ("CommandEnvelope",), (BUSINESS,), _INPUT_READERS,
           "Load reports of the driver app for justice, in the same envelope."),
-    Topic("scaling-decisions", POOL, ("ScalingDecision",), (WORKER,), (DOWNSTREAM, AUDIT),
+    Topic("scaling-decisions", POOL, ("ScalingDecision",), (WORKER,), (ACTUATOR, DOWNSTREAM, AUDIT),
           "Which app grows and which gives instances up, with its cause and reasons."),
-    Topic("pool-instances", "pool/app", ("PoolInstances",), (WORKER,), (DOWNSTREAM, AUDIT),
+    Topic("pool-instances", "pool/app", ("PoolInstances",), (WORKER,), (ACTUATOR, KEDA, DOWNSTREAM, AUDIT),
           "Each app's decided instances, written with the decision that set them: the desired state a client or "
           "actuator reads at start.", compacted=True),
     Topic("justice-outcomes", POOL, ("JusticeOutcome",), (WORKER,), (DOWNSTREAM, AUDIT),
           "The split the driver app's load dictates."),
+    Topic("actuations", POOL, ("Actuation",), (ACTUATOR,), (DOWNSTREAM, AUDIT),
+          "What each actuator pass did: applied, failed, drift put back, differences reported; what runs after it."),
     Topic("scheduler-events", GROUP, ("SchedulerRegistered", "SchedulerLost", "SchedulerOfflineRequested",
                                       "SchedulerOnlineRequested", "MembershipSnapshot"), (BRIDGE, BUSINESS),
           _INPUT_READERS, "Schedulers joining, leaving and asking to go offline; the bridge's snapshots."),

@@ -27,6 +27,7 @@ from streams.settings import Settings
 
 log = logging.getLogger(__name__)
 REDRIVES = "dlq-redrives"  # which dead letters `tribunal dlq redrive` produced again (streams.dlq)
+ACTUATIONS = "actuations"  # what `tribunal actuate` made of the decisions (schemas.decisions.Actuation)
 SCHEDULER_ALERTS = "scheduler-alerts"  # what scheduler clients say of themselves (schemas.groups.SchedulerAlert)
 
 
@@ -56,7 +57,8 @@ def catalogue(settings: Settings) -> list[TopicSpec]:
     dead = [TopicSpec(dlq_topic(settings.topic(t))) for f in FOLDS for t in (*f.inputs, f.repartition)]
     outputs = [TopicSpec(settings.topic(t), compacted=t in f.compacted) for f in FOLDS for t in f.outputs]
     outputs.append(TopicSpec(settings.topic(SILENT_INPUTS)))
-    clients = [TopicSpec(settings.topic(REDRIVES), compacted=True), TopicSpec(settings.topic(SCHEDULER_ALERTS))]
+    clients = [TopicSpec(settings.topic(REDRIVES), compacted=True), TopicSpec(settings.topic(SCHEDULER_ALERTS)),
+               TopicSpec(settings.topic(ACTUATIONS))]
     return [*inputs, *internal, *outputs, *dead, *clients]
 
 

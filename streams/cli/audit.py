@@ -7,8 +7,9 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -30,6 +31,9 @@ from streams.cli.base import (
 from streams.errors import TribunalError
 from streams.gc_settings import fewer_collections, freeze_start_up
 from streams.settings import Settings
+
+if TYPE_CHECKING:
+    from streams.core.source import SourceRecord
 
 
 @dlq_cli.command("redrive")
@@ -243,6 +247,20 @@ def explain_command(pool: Annotated[str | None, typer.Option(help="Pool id (with
     typer.echo(json.dumps(found, indent=2) if as_json else render(found))
 
 
+def actuations(settings: Settings, pool: str, in_range: Callable[[SourceRecord], bool]) -> list[dict[str, Any]]:
+    """The pool's `actuations` records in the range, as the report draws them."""
+    from streams import kafka
+    from streams.clients import read_log
+    from streams.topics import ACTUATIONS
+
+    found = []
+    for record in asyncio.run(read_log(settings.kafka_bootstrap, [settings.topic(ACTUATIONS)])):
+        value = kafka.json_object(record)
+        if record.key == pool.encode() and value is not None and in_range(record):
+            found.append({"timestamp": record.timestamp, "value": value})
+    return sorted(found, key=lambda a: a["timestamp"])
+
+
 @cli.command("report")
 def report(output_file: Annotated[Path, typer.Option("--output", "-o", help="The HTML file to write")],
            pool: Annotated[str | None, typer.Option(help="Pool id")] = None,
@@ -268,8 +286,9 @@ def report(output_file: Annotated[Path, typer.Option("--output", "-o", help="The
         log = KafkaLog.read(settings, bar.advance)
     found = list(explanations(log, settings, in_range, describe=fold.summary, only=(fold.name, key)))
     span = f"from {start or 'the beginning'} to {end or 'the end'}"
+    beside = {"actuations": actuations(settings, key, in_range)} if fold.name == "pools" else {}
     try:
-        output_file.write_text(render_page(kind, key, found, span, x))
+        output_file.write_text(render_page(kind, key, found, span, x, beside))
     except OSError as e:
         raise TribunalError(f"cannot write {output_file}: {e.strerror}") from None
     typer.echo(f"wrote {output_file}: {kind} {key}, {len(found)} input records")

@@ -78,3 +78,28 @@ def keda_scaler(port: Annotated[int, typer.Option(help="Port the gRPC server lis
     tls = Tls(tls_cert, tls_key, tls_client_ca) if tls_cert is not None and tls_key is not None else None
     settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
     serve_until_stopped(lambda: serve(settings, host, port, tls), None)
+
+
+@cli.command("demo")
+def demo(seconds: Annotated[float, typer.Option(min=10, help="How long the load curve runs")] = 60.0,
+         pool: Annotated[str | None, typer.Option(help="The pool (default: a new one, demo-<epoch seconds>)")] = None,
+         output_file: Annotated[Path, typer.Option("--output", "-o", help="The report to write")] = Path(
+             "demo-report.html"),
+         state_dir: Annotated[Path, typer.Option(help="The copies' pid files and logs")] = Path(".tribunal-demo"),
+         bootstrap: Bootstrap = None, topic_prefix: Prefix = None) -> None:
+    """The loop in a minute, on a running worker (`make run`): load through the client, decisions, an actuator
+    running `sleep` copies, a copy killed and put back; then the pool's report."""
+    import asyncio
+    import datetime
+    import time
+
+    from streams.cli.audit import report
+    from streams.decider.demo import run
+    from streams.topics import create_topics
+
+    pool = pool or f"demo-{int(time.time())}"
+    settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
+    create_topics(settings)
+    began = datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    asyncio.run(run(settings, seconds, pool, state_dir, typer.echo))
+    report(output_file=output_file, pool=pool, start=began, bootstrap=bootstrap, topic_prefix=topic_prefix)

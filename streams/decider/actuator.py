@@ -24,20 +24,35 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
+from schemas.decisions import Actuation
 from streams.decider.client import DeciderClient, Desired
 from streams.decider.metrics import ActuatorMetrics
 from streams.decider.targets import ActuationFailed, Change, Target
 from streams.settings import Settings
+from streams.topics import ACTUATIONS
 
 log = logging.getLogger(__name__)
 
 BACKOFF_FIRST, BACKOFF_MAX = 0.5, 30.0
+
+
+class Pass(NamedTuple):
+    """What one reconcile pass found and did (written as an `Actuation`)."""
+
+    desired: Desired
+    observed: dict[str, int]
+    drift: dict[str, int]
+    applied: Mapping[str, int] = {}
+    failed: Mapping[str, str] = {}
+    reported: Mapping[str, int] = {}
 
 
 @dataclass
@@ -51,6 +66,7 @@ class Actuator:
     election: bool = True
     root: str = "/tribunal"  # the ZooKeeper root its election lives under
     metrics: ActuatorMetrics = field(default_factory=ActuatorMetrics)
+    journal: Callable[[Actuation], Awaitable[None]] | None = None  # where passes are written (None: `actuations`)
     applied: dict[str, int] = field(default_factory=dict)  # app -> the count last applied (or seen applied)
     applied_seq: int = 0  # the newest decision whose desired state the target was seen to run
     failures: int = 0  # consecutive failed passes
@@ -61,50 +77,65 @@ class Actuator:
 
     def __post_init__(self) -> None:
         self.client = DeciderClient(self.settings, self.pool, group_id=None)
+        self.identity = f"{socket.gethostname()}:{os.getpid()}"
 
     # -- one pass ----------------------------------------------------------------------------------
     async def reconcile(self) -> float:
         """Bring the target to the desired state once; the seconds to wait before the next pass."""
         desired = self.client.desired(self.pool)
-        labels = (self.pool, self.target.name)
         self.metrics.behind.labels(self.pool).set(max(0, desired.seq - self.applied_seq))
         if desired.seq == 0:
             return self.interval  # nothing decided for this pool yet
-        observed = await self.target.observe(self.pool, sorted(desired.instances))
+        observed = dict(await self.target.observe(self.pool, sorted(desired.instances)))
         seeing = {app: observed.get(app, self.applied.get(app, -1)) for app in desired.instances}
-        for app, n in seeing.items():
-            if app in observed and app in self.applied and n != self.applied[app]:
-                log.warning("%s/%s runs %d, %d applied: put back", self.pool, app, n, self.applied[app])
-                self.metrics.drift.labels(self.pool).inc()
-                self.applied[app] = n
+        drift = {app: n for app, n in seeing.items() if app in observed and self.applied.get(app, n) != n}
+        for app, n in sorted(drift.items()):
+            log.warning("%s/%s runs %d, %d applied: put back", self.pool, app, n, self.applied[app])
+            self.metrics.drift.labels(self.pool).inc()
+            self.applied[app] = n
         wrong = {app: n for app, n in desired.instances.items() if seeing[app] != n}
         if not wrong:
             self._reconciled(desired)
             return self.interval
+        pass_ = Pass(desired, observed, drift)
         if self.dry_run:
             if desired.seq > self.applied_seq:
                 log.info("dry run: would set %s (decision %d)", _counts(wrong), desired.seq)
                 self.applied_seq = desired.seq
+                await self._record(pass_._replace(applied=wrong), seeing, dry_run=True)
             return self.interval
         self.metrics.lag.labels(self.pool).set(max(0.0, time.time() - desired.at / 1000) if desired.at else 0.0)
-        change = Change(self.pool, desired.seq, wrong, desired.instances)
         try:
-            await self.target.apply(change)
-            failed: frozenset[str] = frozenset()
+            await self.target.apply(Change(self.pool, desired.seq, wrong, desired.instances))
+            failed: dict[str, str] = {}
         except ActuationFailed as e:
             failed = e.failed
             log.warning("%s target failed for %s (decision %d): %s", self.target.name, sorted(failed),
                         desired.seq, e)
-        self.applied.update({app: n for app, n in wrong.items() if app not in failed})
-        self.metrics.applied.labels(*labels).inc(len(wrong) - len(failed))
+        done = {app: n for app, n in wrong.items() if app not in failed}
+        self.applied.update(done)
+        labels = (self.pool, self.target.name)
+        self.metrics.applied.labels(*labels).inc(len(done))
         differing = {app: seeing[app] for app in wrong if (app in observed or app in failed) and seeing[app] >= 0}
-        await self._report_lasting(differing, desired)
+        reported = await self._report_lasting(differing, desired)
+        await self._record(pass_._replace(applied=done, failed=failed, reported=reported), {**seeing, **done})
         if failed:
             self.metrics.failed.labels(*labels).inc(len(failed))
             self.failures += 1
             return min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (self.failures - 1))
-        self.failures = 0
+        self._reconciled(desired)
         return self.interval
+
+    async def _record(self, done: Pass, running: Mapping[str, int], dry_run: bool = False) -> None:
+        """The pass, on `actuations`: what ran, beside what was decided."""
+        record = Actuation(pool=self.pool, seq=done.desired.seq, target=self.target.name, actuator=self.identity,
+                           desired=dict(done.desired.instances), observed=done.observed, applied=dict(done.applied),
+                           failed=dict(done.failed), drift=dict(done.drift), reported=dict(done.reported),
+                           running={app: n for app, n in sorted(running.items()) if n >= 0}, dry_run=dry_run)
+        if self.journal is not None:
+            await self.journal(record)
+        else:
+            await self.client.write(ACTUATIONS, self.pool, record.model_dump_json().encode())
 
     def _reconciled(self, desired: Desired) -> None:
         if desired.seq > self.applied_seq and desired.at:
@@ -115,7 +146,7 @@ class Actuator:
         self.metrics.lag.labels(self.pool).set(0.0)
         self.metrics.behind.labels(self.pool).set(0)
 
-    async def _report_lasting(self, seen: Mapping[str, int], desired: Desired) -> None:
+    async def _report_lasting(self, seen: Mapping[str, int], desired: Desired) -> dict[str, int]:
         """Tell the decider what runs of the apps (`seen`) that have differed from its instances, the same way, for
         `report_after` seconds (each difference once)."""
         now = time.monotonic()
@@ -133,6 +164,7 @@ class Actuator:
             await self.client.observe_all(lasting, self.pool)
             self.reported.update(lasting)
             self.metrics.reported.labels(self.pool).inc(len(lasting))
+        return lasting
 
     # -- the loops ---------------------------------------------------------------------------------
     async def _reconcile_loop(self) -> None:

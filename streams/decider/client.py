@@ -94,11 +94,11 @@ class DeciderClient:
 
     async def report(self, app: str, metrical: float, pool: str | None = None) -> Written:
         """App `app`'s load score, in the seed's envelope (the decider reads its pool from the key)."""
-        return await self._send(PLUGIN_DECIDER, self._pool(pool), envelope(app, metrical, PLUGIN_DECIDER))
+        return await self.write(PLUGIN_DECIDER, self._pool(pool), envelope(app, metrical, PLUGIN_DECIDER))
 
     async def apply_policy(self, policy: DeciderPolicy | JusticePolicy, pool: str | None = None) -> Written:
         """Put `policy` in force for the pool, from its next record on."""
-        return await self._send(POLICIES, self._pool(pool), orjson.dumps(published(policy)))
+        return await self.write(POLICIES, self._pool(pool), orjson.dumps(published(policy)))
 
     async def observe(self, app: str, instances: int, pool: str | None = None) -> Written:
         """Tell the decider that `instances` of `app` run (observations are true: its instances become these)."""
@@ -108,9 +108,10 @@ class DeciderClient:
         """`observe` for several apps of one pool, in one record."""
         name = self._pool(pool)
         event = InstancesObserved(pool=name, instances=dict(instances))
-        return await self._send(CLUSTER_EVENTS, name, event.model_dump_json().encode())
+        return await self.write(CLUSTER_EVENTS, name, event.model_dump_json().encode())
 
-    async def _send(self, logical: str, pool: str, value: bytes) -> Written:
+    async def write(self, logical: str, pool: str, value: bytes) -> Written:
+        """`value` on the deployment's topic `logical`, keyed by `pool`, acknowledged by the broker."""
         topic = self.settings.topic(logical)
         meta = await self._producer.send_and_wait(topic, value, key=pool.encode())
         return Written(topic, meta.partition, meta.offset)

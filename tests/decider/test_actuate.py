@@ -11,11 +11,13 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+from schemas.decisions import Actuation
+from streams.clients import read_log
 from streams.decider import DeciderClient
 from streams.decider.targets.process import start_time
 from streams.infra.topology import free_ports
 from tests.decider.conftest import Loop, metric_values, policy, scrape
-from tests.helpers import Service, eventually, until
+from tests.helpers import Service, eventually, tribunal, until
 
 
 def copies(state: Path, pool: str) -> dict[str, dict[int, int]]:
@@ -105,6 +107,15 @@ def test_the_process_target_follows_decisions_puts_back_a_killed_copy_and_one_ac
             for pid in pids.values():
                 os.killpg(pid, signal.SIGKILL)
     assert second.log().count("elected") == 1 and "Traceback" not in second.log(), second.log()[-3000:]
+
+    records = asyncio.run(read_log(loop.settings.kafka_bootstrap, [loop.settings.topic("actuations")]))
+    passes = [Actuation.model_validate_json(r.value) for r in records if r.key == pool.encode()]
+    assert [p.drift for p in passes if p.drift] == [{"web": 4}]  # the killed copy, found and put back
+    assert {p.actuator for p in passes} == {p.actuator for p in passes if p.applied} and len({p.actuator for p in
+                                                                                             passes}) == 2
+    page = tmp_path / "report.html"
+    tribunal("report", "--pool", pool, "-o", str(page), env=loop.env)
+    assert "The loop: load, decided instances, and what runs" in page.read_text()
 
 
 def test_a_change_the_exec_target_keeps_failing_is_retried_then_reported_to_the_decider(loop: Loop,

@@ -9,6 +9,7 @@ from collections.abc import Collection, Mapping
 
 import pytest
 
+from schemas.decisions import Actuation
 from streams.decider.actuator import BACKOFF_FIRST, Actuator
 from streams.decider.targets import ActuationFailed, Change
 from streams.settings import Settings
@@ -37,9 +38,20 @@ class Recording:
         return None
 
 
-def actuator(**options: object) -> tuple[Actuator, Recording]:
-    target = Recording()
-    return Actuator(Settings(), "p", target, election=False, **options), target  # type: ignore[arg-type]
+class Journal:
+    """Where the passes' `Actuation` records go instead of the `actuations` topic."""
+
+    def __init__(self) -> None:
+        self.written: list[Actuation] = []
+
+    async def __call__(self, record: Actuation) -> None:
+        self.written.append(record)
+
+
+def actuator(**options: object) -> tuple[Actuator, Recording, list[Actuation]]:
+    target, journal = Recording(), Journal()
+    act = Actuator(Settings(), "p", target, election=False, journal=journal, **options)  # type: ignore[arg-type]
+    return act, target, journal.written
 
 
 def decide(actuator: Actuator, seq: int, **instances: int) -> None:
@@ -53,7 +65,7 @@ def counted(actuator: Actuator, name: str) -> float:
 
 
 def test_nothing_is_applied_before_a_decision_and_only_the_difference_after_one() -> None:
-    act, target = actuator()
+    act, target, written = actuator()
     assert asyncio.run(act.reconcile()) == act.interval and target.changes == []
     decide(act, 1, web=2, batch=1)
     asyncio.run(act.reconcile())
@@ -63,10 +75,13 @@ def test_nothing_is_applied_before_a_decision_and_only_the_difference_after_one(
     assert target.changes[-1].instances == {"web": 3} and target.changes[-1].seq == 2
     asyncio.run(act.reconcile())
     assert len(target.changes) == 2 and act.applied_seq == 2 and counted(act, "tribunal_actuator_applied_total") == 3
+    assert [(w.seq, w.observed, w.applied, w.running) for w in written] == [
+        (1, {"web": 0, "batch": 0}, {"web": 2, "batch": 1}, {"web": 2, "batch": 1}),
+        (2, {"web": 2, "batch": 1}, {"web": 3}, {"web": 3, "batch": 1})]  # a pass that did nothing: no record
 
 
 def test_a_failing_app_is_retried_with_backoff_as_the_newest_desired_state_never_an_older_one() -> None:
-    act, target = actuator()
+    act, target, written = actuator()
     target.failing = {"web"}
     decide(act, 1, web=2, batch=1)
     waits = [asyncio.run(act.reconcile())]
@@ -79,10 +94,12 @@ def test_a_failing_app_is_retried_with_backoff_as_the_newest_desired_state_never
     target.failing.clear()
     assert asyncio.run(act.reconcile()) == act.interval and target.running == {"web": 5, "batch": 1}
     assert act.failures == 0 and counted(act, "tribunal_actuator_failed_total") == 3
+    first = written[0]
+    assert (first.applied, first.failed, first.running) == ({"batch": 1}, {"web": "refused"}, {"web": 0, "batch": 1})
 
 
 def test_what_runs_other_than_applied_is_drift_put_back(caplog: pytest.LogCaptureFixture) -> None:
-    act, target = actuator()
+    act, target, written = actuator()
     decide(act, 1, web=3)
     asyncio.run(act.reconcile())
     target.running["web"] = 2  # a copy crashed
@@ -90,12 +107,15 @@ def test_what_runs_other_than_applied_is_drift_put_back(caplog: pytest.LogCaptur
         asyncio.run(act.reconcile())
     assert target.running == {"web": 3} and "p/web runs 2, 3 applied: put back" in caplog.text
     assert act.metrics.registry.get_sample_value("tribunal_actuator_drift_total", {"pool": "p"}) == 1
+    assert written[-1].drift == {"web": 2} and written[-1].running == {"web": 3}
 
 
 def test_a_dry_run_applies_nothing_and_says_what_it_would(caplog: pytest.LogCaptureFixture) -> None:
-    act, target = actuator(dry_run=True)
+    act, target, written = actuator(dry_run=True)
     decide(act, 4, web=3, batch=0)
     with caplog.at_level(logging.INFO):
         asyncio.run(act.reconcile())
         asyncio.run(act.reconcile())
     assert target.changes == [] and caplog.text.count("dry run: would set web=3 (decision 4)") == 1
+    [written] = written
+    assert written.dry_run and written.applied == {"web": 3} and written.running == {"web": 0, "batch": 0}

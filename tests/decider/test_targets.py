@@ -32,7 +32,7 @@ def test_exec_fills_each_argument_runs_no_shell_and_reports_failures_and_timeout
     assert not (tmp_path / "x").exists()
     with pytest.raises(ActuationFailed) as failed:
         asyncio.run(target.apply(change(web=9, batch=4)))
-    assert failed.value.failed == {"web"} and "web: exit 1" in str(failed.value)
+    assert failed.value.failed == {"web": "exit 1: "} and "web: exit 1" in str(failed.value)
     slow = CommandTarget("sleep 5", timeout=0.2)
     with pytest.raises(ActuationFailed, match="timed out"):
         asyncio.run(slow.apply(change(web=1)))
@@ -81,7 +81,7 @@ def test_the_webhook_signs_keys_and_sends_the_same_bytes_and_fails_on_anything_b
         with pytest.raises(ActuationFailed) as failed:
             await unreachable.apply(change(web=1))
         await unreachable.close()
-        assert failed.value.failed == {"web"}
+        assert list(failed.value.failed) == ["web"] and "ClientConnectorError" in failed.value.failed["web"]
 
     asyncio.run(scenario())
     (h1, b1), (h2, b2), (h3, _) = seen

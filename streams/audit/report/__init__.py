@@ -9,7 +9,7 @@ page, derived by the same replay as `tribunal explain`.
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from streams.audit.explain import render
@@ -18,7 +18,9 @@ from streams.audit.report import dispatch, groups, pools, shards
 from streams.audit.report.tables import input_cell, numbered
 from streams.core.folds import FOLDS
 
-Figures = Callable[[list[dict[str, Any]], XAxis], list[tuple[str, str]]]  # (title, svg) of each plot
+Beside = Mapping[str, list[dict[str, Any]]]  # records other programs write about the key, by logical topic: each
+# {"timestamp": ms, "value": the record} (a pool's `actuations`)
+Figures = Callable[[list[dict[str, Any]], XAxis, Beside], list[tuple[str, str]]]  # (title, svg) of each plot
 Table = Callable[[list[dict[str, Any]]], Iterable[str]]
 PAGES: dict[str, tuple[Figures, Table]] = {  # by fold; a fold with none gets its records' table alone
     "pools": (pools.pool_figures, pools.table), "groups": (groups.group_figures, groups.table),
@@ -29,11 +31,12 @@ def _plain(found: list[dict[str, Any]]) -> Iterable[str]:
     return numbered(found, "<th>input</th><th>outputs</th>", lambda f: f"{input_cell(f)}<td>{len(f['outputs'])}</td>")
 
 
-def render_page(kind: str, key: str, found: list[dict[str, Any]], span: str, x: XAxis = "time") -> str:
+def render_page(kind: str, key: str, found: list[dict[str, Any]], span: str, x: XAxis = "time",
+                beside: Beside | None = None) -> str:
     """The page of the key `kind` names (a fold's `key_name`: pool, group, namespace, job_set)."""
     fold = next(f for f in FOLDS if f.key_name == kind)
-    draw, tabulate = PAGES.get(fold.name, (lambda found, x: [], _plain))
-    figures, table = draw(found, x), tabulate(found)
+    draw, tabulate = PAGES.get(fold.name, (lambda found, x, beside: [], _plain))
+    figures, table = draw(found, x, beside or {}), tabulate(found)
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>tribunal audit: {kind} "
              f"{html.escape(key)}</title><style>{STYLE}</style></head><body>",
              f"<h1>tribunal audit: {kind} {html.escape(key)}</h1>",

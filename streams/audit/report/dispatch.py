@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from streams.audit.plots import XAxis, duration_unit, label_x, members, pyplot, stamp, stamps, svg, xs_of
@@ -12,7 +12,8 @@ from streams.audit.report.tables import input_cell, numbered
 
 SHOWN_WORKERS = 12  # a namespace's page plots the workers that ran the most jobs, at most this many
 
-def namespace_figures(found: list[dict[str, Any]], x: XAxis = "time") -> list[tuple[str, str]]:
+def namespace_figures(found: list[dict[str, Any]], x: XAxis = "time", beside: Mapping[str, Any] | None = None
+                      ) -> list[tuple[str, str]]:
     """(title, svg): running against the namespace's cap and pending; each busy worker's running against
     its cap; and the lateness of starts (after the acceptable start, after the expected start)."""
     plt = pyplot()

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from streams.audit.plots import XAxis, members
 from streams.audit.report.tables import numbered
 
 
-def group_figures(found: list[dict[str, Any]], x: XAxis = "time") -> list[tuple[str, str]]:
+def group_figures(found: list[dict[str, Any]], x: XAxis = "time", beside: Mapping[str, Any] | None = None
+                  ) -> list[tuple[str, str]]:
     """(title, svg): each scheduler's X against its N and M over time."""
     if not found:
         return []

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from streams.audit.plots import XAxis, instances_plot, label_x, pyplot, stamp, stamps, svg, xs_of
+from streams.audit.plots import XAxis, instances_plot, label_x, pyplot, stamp, stamps, svg, when, xs_of
 
 BAND = {-1: "#f4c7c3", 0: "#e8e8e8", 1: "#c8e6c9"}  # give up / hold / grow
 
-def pool_figures(found: list[dict[str, Any]], x: XAxis = "time") -> list[tuple[str, str]]:
-    """(title, svg) for instances per app, each app's metrical against its ranges, and outcomes."""
+def pool_figures(found: list[dict[str, Any]], x: XAxis = "time", beside: Mapping[str, Any] | None = None
+                 ) -> list[tuple[str, str]]:
+    """(title, svg) for the loop (with an actuator's records), instances per app, each app's metrical against its
+    ranges, and outcomes."""
     plt = pyplot()
     decided = [f for f in found if "decision" in f]
     if not decided:
@@ -19,6 +21,9 @@ def pool_figures(found: list[dict[str, Any]], x: XAxis = "time") -> list[tuple[s
     times = xs_of(stamps(decided), x)
     apps = [a["app"] for a in decided[-1]["after"]["decider"]["apps"]]
     figures = []
+    actuations = (beside or {}).get("actuations", [])
+    if actuations and x == "time":
+        figures.append(_loop(decided, times, apps, actuations))
 
     fig, ax = plt.subplots(figsize=(10, 3.5))
     series = {app: [f["decision"]["instances_after"].get(app, 0) for f in decided] for app in apps}
@@ -48,6 +53,31 @@ def pool_figures(found: list[dict[str, Any]], x: XAxis = "time") -> list[tuple[s
     label_x([ax], x)
     figures.append(("Outcomes over time", svg(fig)))
     return figures
+
+def _loop(decided: list[dict[str, Any]], times: list[Any], apps: list[str],
+          actuations: list[dict[str, Any]]) -> tuple[str, str]:
+    """Load, decided instances and what runs (the actuator's `running`), on one time axis: the loop, closed."""
+    plt = pyplot()
+    fig, (load, instances) = plt.subplots(2, 1, figsize=(10, 5), sharex=True)
+    ran = [when(a["timestamp"]) for a in actuations]
+    for i, app in enumerate(apps):
+        color = f"C{i}"
+        load.step(times, [_metrical(f, app) for f in decided], where="post", color=color, label=app)
+        instances.step(times, [f["decision"]["instances_after"].get(app, 0) for f in decided], where="post",
+                       color=color, label=f"{app} decided")
+        instances.step(ran, [a["value"]["running"].get(app) for a in actuations], where="post", color=color,
+                       linestyle="--", label=f"{app} running")
+    drifted = [(when(a["timestamp"]), n) for a in actuations for n in a["value"].get("drift", {}).values()]
+    if drifted:
+        instances.scatter(*zip(*drifted, strict=True), marker="x", color="red", zorder=3,
+                          label="found running (drift, put back)")
+    load.set_ylabel("load (metrical)")
+    load.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    instances.set_ylabel("instances")
+    instances.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    label_x([load, instances], "time")
+    return "The loop: load, decided instances, and what runs (the actuator's records)", svg(fig)
+
 
 def _ranges(decided: list[dict[str, Any]], app: str) -> list[tuple[float, float, int]]:
     """The app's ranges under the latest policy that decided for it."""

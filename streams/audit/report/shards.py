@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from streams.audit.plots import XAxis, label_x, pyplot, stamps, svg, when, xs_of
 from streams.audit.report.tables import input_cell, numbered
 
 
-def job_set_figures(found: list[dict[str, Any]], x: XAxis = "time") -> list[tuple[str, str]]:
+def job_set_figures(found: list[dict[str, Any]], x: XAxis = "time", beside: Mapping[str, Any] | None = None
+                    ) -> list[tuple[str, str]]:
     """(title, svg): which node owned which tasks over time, epoch by epoch; and each epoch's pause, from the
     input that made it to the acknowledgement that released it."""
     plt = pyplot()

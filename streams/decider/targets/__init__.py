@@ -37,11 +37,13 @@ class Change:
 
 
 class ActuationFailed(TribunalError):
-    """A change a target could not make; the apps of `failed` are not set (the others of the change are)."""
+    """A change a target could not make: `failed` maps each app not set to why (the others of the change are set);
+    given as a collection of apps, each fails with the message."""
 
-    def __init__(self, message: str, failed: Collection[str]) -> None:
+    def __init__(self, message: str, failed: Mapping[str, str] | Collection[str]) -> None:
         super().__init__(message)
-        self.failed = frozenset(failed)
+        self.failed: dict[str, str] = (dict(failed) if isinstance(failed, Mapping)
+                                       else dict.fromkeys(failed, message))
 
 
 class Target(Protocol):

@@ -63,9 +63,11 @@ class CommandTarget:
         try:
             out, err = await asyncio.wait_for(process.communicate(), self.timeout)
         except TimeoutError:
-            process.kill()
-            await process.wait()
             return None, "", ""
+        finally:
+            if process.returncode is None:  # timed out, or the actuator stopping: no command is left behind
+                process.kill()
+                await asyncio.shield(process.wait())
         return process.returncode, out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
 
     async def close(self) -> None:

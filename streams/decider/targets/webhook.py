@@ -59,7 +59,7 @@ class WebhookTarget:
                 why = f"{response.status} {(await response.text())[:200]}"
         except (aiohttp.ClientError, TimeoutError) as e:
             why = f"{type(e).__name__}: {e}"
-        raise ActuationFailed(f"POST {self.url}: {why}", change.instances)
+        raise ActuationFailed(f"POST {self.url}: {why}", list(change.instances))
 
     async def close(self) -> None:
         if self._session is not None:
