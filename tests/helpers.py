@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 import subprocess
 import sys
 import threading
@@ -26,6 +27,14 @@ def tribunal(*args: str, env: dict[str, str] | None = None, timeout: float = 300
     if check and proc.returncode != 0:
         raise AssertionError(f"tribunal {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+def agreed(stdout: str, inputs: int) -> int:
+    """`replay --verify` agreed over `inputs` input records: how many output records it compared (a decision writes
+    one, and a `PoolInstances` for each app it changed)."""
+    found = re.search(rf"verified: (\d+) output records of {inputs} input records agree", stdout)
+    assert found is not None, stdout
+    return int(found.group(1))
 
 
 async def read_committed(bootstrap: str, topic: str, expected: int, timeout: float = 90.0) -> list[Any]:

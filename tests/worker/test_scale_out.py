@@ -6,8 +6,9 @@ a read_committed consumer must see exactly one decision per input, `seq` gapless
 `replay --from-kafka --verify` derives, no worker restarting itself; and `tribunal state` must
 answer the same for any pool from any worker (it forwards the request to the key's owner).
 
-With `moving`, every other kill outlasts the group's session, so the killed worker's partitions
-move to the two survivors and come back when it returns. A partition that came back to a worker
+Every other kill outlasts the group's session, so the killed worker's partitions move to the two
+survivors and come back when it returns; the others are the quick restarts above. (The run of quick
+restarts alone was a variant of its own; it is a subset of this one, and two minutes of CI.) A partition that came back to a worker
 which held it before used to come back without its table state (its pools' policies), and records
 were dead-lettered as `no_policy` or `state_unreadable` instead of decided: Faust's recovery ended
 a changelog partition at its highwater once the consumer had fetched that far, though the records
@@ -30,7 +31,7 @@ import pytest
 
 from streams.clients import envelope
 from streams.infra.topology import free_ports
-from tests.helpers import Worker, produce_all, read_committed, tribunal, wait_until_ready
+from tests.helpers import Worker, agreed, produce_all, read_committed, tribunal, wait_until_ready
 from tests.worker.test_crash import decided_exactly_once, pool_policy
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
@@ -82,9 +83,7 @@ def moved_and_back(seen: list[dict[int, str]]) -> list[int]:
     return sorted(back)
 
 
-@pytest.mark.parametrize("moving", [False, True])
-def test_three_workers_lose_nothing_while_killed_in_turn(kafka: str, unique: str, tmp_path: Path,
-                                                         moving: bool) -> None:
+def test_three_workers_lose_nothing_while_killed_in_turn(kafka: str, unique: str, tmp_path: Path) -> None:
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)
     p = f"{unique}."
@@ -118,7 +117,7 @@ def test_three_workers_lose_nothing_while_killed_in_turn(kafka: str, unique: str
             for w in workers:
                 wait_until_ready(w, w.starts)
             time.sleep(rng.uniform(1.0, 3.0))
-            long = moving and len(kills) % 2 == 1  # every other kill outlasts the session: its partitions move
+            long = len(kills) % 2 == 1  # every other kill outlasts the session: its partitions move
             workers[i].kill()
             if long:
                 time.sleep(SESSION + 6)
@@ -139,13 +138,12 @@ def test_three_workers_lose_nothing_while_killed_in_turn(kafka: str, unique: str
         decided_exactly_once(got, p + "plugin_decider", produced, expected, context)
 
         verified = tribunal("replay", "--from-kafka", "--verify", env=base)
-        assert f"verified: {expected} output records of {expected} input records agree" in verified.stdout, context
+        assert agreed(verified.stdout, expected) > expected, context
 
         # Each rebalance was settled (everything folded committed before it): no worker restarted itself.
         assert not [w for w in workers if "writing a batch failed" in w.log()], context
 
-        if moving:  # partitions went to the survivors and came back to the restarted worker
-            assert moved_and_back(seen), f"{seen}; {context}"
+        assert moved_and_back(seen), f"partitions went to the survivors and came back: {seen}; {context}"
 
         # Any worker answers for any pool: the owner's state, the same from all three.
         last: dict[str, dict[str, Any]] = {}
