@@ -8,11 +8,12 @@ answer the same for any pool from any worker (it forwards the request to the key
 
 Every other kill outlasts the group's session, so the killed worker's partitions move to the two
 survivors and come back when it returns; the others are the quick restarts above. (The run of quick
-restarts alone was a variant of its own; it is a subset of this one, and two minutes of CI.) A
-partition that came back to a worker which held it before used to come back without its table state
-(its pools' policies), and records were dead-lettered as `no_policy` or `state_unreadable` instead of decided: Faust's recovery ended
-a changelog partition at its highwater once the consumer had fetched that far, though the records
-fetched had been dropped in the rebalance (`faust_private.end_recovery_only_when_read`).
+restarts alone was a variant of its own; it is a subset of this one, and two minutes of CI.) A partition
+that came back to a worker which held it before used to come back without its table state (its pools'
+policies), and records were dead-lettered as `no_policy` or `state_unreadable` instead of decided:
+Faust's recovery ended a changelog partition at its highwater once the consumer had fetched that far,
+though the records fetched had been dropped in the rebalance
+(`faust_private.end_recovery_only_when_read`).
 """
 
 from __future__ import annotations
