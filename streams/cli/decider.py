@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from streams.cli.base import Bootstrap, Prefix, Root, ZkHosts, cli, serve_until_stopped, settings_from
+from streams.cli.base import Bootstrap, Prefix, Root, SessionTimeout, ZkHosts, cli, serve_until_stopped, settings_from
 
 Pool = Annotated[str, typer.Option("--pool", "-p", help="The decider pool")]
 
@@ -35,7 +35,7 @@ def actuate(pool: Pool,
             metrics_port: Annotated[int, typer.Option(help="Serve /metrics on this port (0: none)")] = 0,
             metrics_host: Annotated[str, typer.Option(help="Address /metrics listens on")] = "127.0.0.1",
             bootstrap: Bootstrap = None, zookeeper: ZkHosts = None, topic_prefix: Prefix = None,
-            root: Root = "/tribunal") -> None:
+            root: Root = "/tribunal", session_timeout: SessionTimeout = 6.0) -> None:
     """Make a target run what the pool's decisions say, put back what drifts, and tell the decider what lasts."""
     import asyncio
 
@@ -46,7 +46,7 @@ def actuate(pool: Pool,
     options = TargetOptions(command=command, observe_command=observe_command, url=url, secret_file=secret_file,
                             state_dir=state_dir, timeout=timeout, grace=grace)
     actuator = Actuator(settings, pool, build(target, options), dry_run=dry_run, interval=interval,
-                        report_after=report_after, election=election, root=root)
+                        report_after=report_after, election=election, root=root, session_timeout=session_timeout)
     if metrics_port:
         actuator.metrics.serve(metrics_host, metrics_port)
 

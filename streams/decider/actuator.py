@@ -65,6 +65,7 @@ class Actuator:
     report_after: float = 10.0  # seconds a difference may last before the decider is told what runs
     election: bool = True
     root: str = "/tribunal"  # the ZooKeeper root its election lives under
+    session_timeout: float = 6.0  # how long a dead elected actuator holds the election (its ZooKeeper session)
     metrics: ActuatorMetrics = field(default_factory=ActuatorMetrics)
     journal: Callable[[Actuation], Awaitable[None]] | None = None  # where passes are written (None: `actuations`)
     applied: dict[str, int] = field(default_factory=dict)  # app -> the count last applied (or seen applied)
@@ -127,7 +128,8 @@ class Actuator:
         return self.interval
 
     async def _record(self, done: Pass, running: Mapping[str, int], dry_run: bool = False) -> None:
-        """The pass, on `actuations`: what ran, beside what was decided."""
+        """The pass, on `actuations`: what ran, beside what was decided (not waited for: a record a crash loses
+        leaves the audit trail a pass short, never the target wrong)."""
         record = Actuation(pool=self.pool, seq=done.desired.seq, target=self.target.name, actuator=self.identity,
                            desired=dict(done.desired.instances), observed=done.observed, applied=dict(done.applied),
                            failed=dict(done.failed), drift=dict(done.drift), reported=dict(done.reported),
@@ -135,7 +137,7 @@ class Actuator:
         if self.journal is not None:
             await self.journal(record)
         else:
-            await self.client.write(ACTUATIONS, self.pool, record.model_dump_json().encode())
+            await self.client.write_soon(ACTUATIONS, self.pool, record.model_dump_json().encode())
 
     def _reconciled(self, desired: Desired) -> None:
         if desired.seq > self.applied_seq and desired.at:
@@ -214,7 +216,7 @@ class Actuator:
                     self.metrics.leading.labels(self.pool).set(1)
                     await _first(asyncio.to_thread(self.stopping.wait), *tasks)
                     return
-                async with session(self.settings.zookeeper_hosts, 6.0, self.candidacy.on_state) as zk:
+                async with session(self.settings.zookeeper_hosts, self.session_timeout, self.candidacy.on_state) as zk:
                     tasks.append(asyncio.create_task(
                         self.candidacy.stand(zk, Layout(self.root).actuator_election(self.pool), self._lead)))
                     await _first(asyncio.to_thread(self.stopping.wait), *tasks)

@@ -116,6 +116,12 @@ class DeciderClient:
         meta = await self._producer.send_and_wait(topic, value, key=pool.encode())
         return Written(topic, meta.partition, meta.offset)
 
+    async def write_soon(self, logical: str, pool: str, value: bytes) -> None:
+        """`write`, without waiting for the broker: in order with this client's other writes, and a failure
+        logged (what the actuator's records take: its loop must not wait a round trip per pass)."""
+        delivery = await self._producer.send(self.settings.topic(logical), value, key=pool.encode())
+        delivery.add_done_callback(_logged)
+
     # -- following -------------------------------------------------------------------------------
     def on_decision(self, callback: Callback) -> None:
         """Hand each decision of this client's pools to `callback` (a `ScalingDecision`; sync or async)."""
@@ -200,3 +206,7 @@ class DeciderClient:
             except Exception:  # the tenant's code: one failing call must not stop the others
                 log.exception("a decision callback failed on pool %s seq %d", decision.pool, decision.seq)
 
+
+def _logged(delivery: asyncio.Future[Any]) -> None:
+    if not delivery.cancelled() and delivery.exception() is not None:
+        log.warning("a record was not written: %s", delivery.exception())
