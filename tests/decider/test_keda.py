@@ -35,6 +35,17 @@ def test_the_checked_in_stubs_are_what_grpcio_tools_makes_of_the_vendored_proto(
         assert (where / name).read_bytes() == (KEDA / name).read_bytes(), f"{name} is stale: run `make grpc-stubs`"
 
 
+def test_the_example_scaledobject_names_what_the_scaler_reads() -> None:
+    import yaml
+
+    from streams.decider.keda.scaler import _named
+
+    example = yaml.safe_load((KEDA.parents[2] / "examples" / "keda-scaledobject.yaml").read_text())
+    [trigger] = example["spec"]["triggers"]
+    assert trigger["type"] in ("external", "external-push") and trigger["metadata"]["scalerAddress"].endswith(":9090")
+    assert _named(pb.ScaledObjectRef(scalerMetadata=trigger["metadata"])) == ("pool-a", "ats")
+
+
 def zero_to_some() -> DeciderPolicy:
     """web may have no instance at all (KEDA scales it to zero then), and releases eagerly."""
     return DeciderPolicy.model_validate({
