@@ -10,7 +10,7 @@ import asyncio
 import json
 import time
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from streams import kafka
 from streams.errors import NotFound, TribunalError
@@ -23,6 +23,31 @@ class Written(NamedTuple):
     topic: str
     partition: int
     offset: int
+
+
+class Writer:
+    """What a client that writes shares: its idempotent producer (acks=all), started by `async with` and stopped
+    after, and `write`, which returns once the broker has the record."""
+
+    settings: Settings
+    _producer: Any = None
+
+    async def __aenter__(self: W) -> W:
+        self._producer = kafka.producer(self.settings.kafka_bootstrap, acks="all", linger_ms=1)
+        await self._producer.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._producer.stop()
+
+    async def write(self, logical: str, key: str, value: bytes) -> Written:
+        """`value` on the deployment's topic `logical`, keyed by `key`, acknowledged by the broker."""
+        topic = self.settings.topic(logical)
+        meta = await self._producer.send_and_wait(topic, value, key=key.encode())
+        return Written(topic, meta.partition, meta.offset)
+
+
+W = TypeVar("W", bound=Writer)
 
 
 class KafkaUnavailable(TribunalError):

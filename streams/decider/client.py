@@ -35,7 +35,7 @@ from schemas.cluster import InstancesObserved
 from schemas.decisions import ScalingDecision
 from schemas.policy import DeciderPolicy, JusticePolicy, published
 from streams import kafka
-from streams.clients import Written, envelope
+from streams.clients import Writer, Written, envelope
 from streams.core.pools import CLUSTER_EVENTS, PLUGIN_DECIDER, POLICIES, POOL_INSTANCES, SCALING_DECISIONS
 from streams.errors import ConfigError
 from streams.settings import Settings
@@ -60,7 +60,7 @@ class Desired:
         return Desired(instances, decision.seq, at)
 
 
-class DeciderClient:
+class DeciderClient(Writer):
     """`async with DeciderClient(settings, "pool-a") as client: await client.report("ats", 72)`."""
 
     def __init__(self, settings: Settings, *pools: str, group_id: str | None = "") -> None:
@@ -73,16 +73,7 @@ class DeciderClient:
         self.unreadable = 0  # records of the decisions topic that were not a readable decision
         self._desired: dict[str, Desired] = {}
         self._handled: dict[str, int] = {}  # pool -> seq of the last decision handed to the callbacks
-        self._producer: Any = None
         self.changed = asyncio.Event()  # set whenever a pool's desired instances move (the actuator waits on it)
-
-    async def __aenter__(self) -> DeciderClient:
-        self._producer = kafka.producer(self.settings.kafka_bootstrap, acks="all", linger_ms=1)
-        await self._producer.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self._producer.stop()
 
     # -- writing ---------------------------------------------------------------------------------
     def _pool(self, pool: str | None) -> str:
@@ -109,12 +100,6 @@ class DeciderClient:
         name = self._pool(pool)
         event = InstancesObserved(pool=name, instances=dict(instances))
         return await self.write(CLUSTER_EVENTS, name, event.model_dump_json().encode())
-
-    async def write(self, logical: str, pool: str, value: bytes) -> Written:
-        """`value` on the deployment's topic `logical`, keyed by `pool`, acknowledged by the broker."""
-        topic = self.settings.topic(logical)
-        meta = await self._producer.send_and_wait(topic, value, key=pool.encode())
-        return Written(topic, meta.partition, meta.offset)
 
     async def write_soon(self, logical: str, pool: str, value: bytes) -> None:
         """`write`, without waiting for the broker: in order with this client's other writes, and a failure

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 
 from schemas import dispatch as records
 from streams import kafka
-from streams.clients import Written
+from streams.clients import Writer, Written
 from streams.core.dispatch import DISPATCH_COMMANDS, JOB_OUTCOMES, JOB_STARTS, job_uuid
 from streams.settings import Settings
 
@@ -77,7 +77,7 @@ class Assigned(NamedTuple):
     uuids: list[str]  # the jobs' uuids, in the order they were added to the builder
 
 
-class DispatcherClient:
+class DispatcherClient(Writer):
     """`async with DispatcherClient(settings, "ns") as client: await client.assign_job(...)`."""
 
     def __init__(self, settings: Settings, namespace: str, workers: set[str] | None = None,
@@ -89,15 +89,6 @@ class DispatcherClient:
         self.group_id = group_id or f"{settings.app_id}-dispatcher-client-{namespace}-{tenants}"
         self._on_start: Listener | None = None
         self._on_fail: Listener | None = None
-        self._producer: Any = None
-
-    async def __aenter__(self) -> DispatcherClient:
-        self._producer = kafka.producer(self.settings.kafka_bootstrap, acks="all", linger_ms=1)
-        await self._producer.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self._producer.stop()
 
     # -- the seed's API ----------------------------------------------------------------------------
     def on_job_start(self, listener: Listener) -> None:
@@ -132,10 +123,7 @@ class DispatcherClient:
 
     async def send(self, command: records.Command) -> Written:
         """Write one command (keyed by its namespace) and wait for the broker's acknowledgement."""
-        topic = self.settings.topic(DISPATCH_COMMANDS)
-        meta = await self._producer.send_and_wait(topic, command.model_dump_json().encode(),
-                                                  key=command.namespace.encode())
-        return Written(topic, meta.partition, meta.offset)
+        return await self.write(DISPATCH_COMMANDS, command.namespace, command.model_dump_json().encode())
 
     # -- listening ---------------------------------------------------------------------------------
     def _mine(self, value: dict[str, Any]) -> bool:
