@@ -95,10 +95,12 @@ class Actuator:
             self.metrics.drift.labels(self.pool).inc()
             self.applied[app] = n
         wrong = {app: n for app, n in desired.instances.items() if seeing[app] != n}
+        pass_ = Pass(desired, observed, drift)
         if not wrong:
+            if drift:  # changed by hand to what the decisions want: nothing to put back, but worth the record
+                await self._record(pass_, seeing)
             self._reconciled(desired)
             return self.interval
-        pass_ = Pass(desired, observed, drift)
         if self.dry_run:
             if desired.seq > self.applied_seq:
                 log.info("dry run: would set %s (decision %d)", _counts(wrong), desired.seq)
@@ -173,8 +175,8 @@ class Actuator:
         changed = self.client.changed
         while not self.stopping.is_set():
             wait = self.interval
+            changed.clear()  # a standby too: else a decision it saw would wake it at once, forever
             if self.leading.is_set():
-                changed.clear()
                 try:
                     wait = await self.reconcile()
                 except Exception:  # a user's target that fails in its own way: retried, never the end of the loop

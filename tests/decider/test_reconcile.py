@@ -119,3 +119,19 @@ def test_a_dry_run_applies_nothing_and_says_what_it_would(caplog: pytest.LogCapt
     assert target.changes == [] and caplog.text.count("dry run: would set web=3 (decision 4)") == 1
     [written] = written
     assert written.dry_run and written.applied == {"web": 3} and written.running == {"web": 0, "batch": 0}
+
+
+def test_a_standby_waits_for_the_next_decision_rather_than_spin_on_the_last_one() -> None:
+    act, target, written = actuator(interval=30.0)
+
+    async def scenario() -> bool:
+        looping = asyncio.create_task(act._reconcile_loop())
+        decide(act, 1, web=2)  # a decision a standby hears: it sets `changed`
+        await asyncio.sleep(0.2)
+        woken = act.client.changed.is_set()  # still set: the loop would wake at once, and again, forever
+        act.stop()
+        act.client.changed.set()
+        await looping
+        return woken
+
+    assert asyncio.run(scenario()) is False and target.changes == [] and written == []  # nor does it apply
