@@ -12,11 +12,19 @@ from typing import Any
 
 import pytest
 
+from streams.decider.actuator import BACKOFF_FIRST, Actuator
 from streams.decider.targets import ActuationFailed, Change, TargetOptions, build
 from streams.decider.targets.command import CommandTarget
 from streams.decider.targets.process import ProcessTarget, start_time
 from streams.decider.targets.webhook import SIGNATURE, WebhookTarget
 from streams.errors import ConfigError
+from streams.settings import Settings
+from tests.decider.test_reconcile import Journal
+
+
+def decided(seq: int, **counts: int) -> list[dict[str, Any]]:
+    """`pool-instances` records of pool p, as the fold writes them (what an actuator starts from)."""
+    return [{"type": "PoolInstances", "pool": "p", "app": app, "instances": n, "seq": seq} for app, n in counts.items()]
 
 
 def change(seq: int = 7, **instances: int) -> Change:
@@ -55,6 +63,7 @@ def test_the_webhook_signs_keys_and_sends_the_same_bytes_and_fails_on_anything_b
     secret.write_bytes(b"s3cret\n")
     seen: list[tuple[dict[str, str], bytes]] = []
     answers = [500, 200, 200]
+    journal = Journal()
 
     async def hook(request: web.Request) -> web.Response:
         seen.append((dict(request.headers), await request.read()))
@@ -69,11 +78,13 @@ def test_the_webhook_signs_keys_and_sends_the_same_bytes_and_fails_on_anything_b
         await site.start()
         port = runner.addresses[0][1]
         target = WebhookTarget(f"http://127.0.0.1:{port}/hook", secret, timeout=5)
-        try:
-            with pytest.raises(ActuationFailed, match="500 nope"):
-                await target.apply(change(web=3))
-            await target.apply(change(web=3))
-            await target.apply(change(seq=8, web=4))
+        act = Actuator(Settings(), "p", target, election=False, journal=journal)
+        try:  # through the actuator's passes: the first POST refused, retried after the backoff, then the next seq
+            act.client.learn(decided(7, web=3, batch=2))
+            assert await act.reconcile() == BACKOFF_FIRST and "500 nope" in journal.written[-1].failed["web"]
+            assert await act.reconcile() == act.interval and journal.written[-1].applied == {"web": 3, "batch": 2}
+            act.client.learn(decided(8, web=4))
+            await act.reconcile()
         finally:
             await target.close()
             await runner.cleanup()
@@ -84,9 +95,10 @@ def test_the_webhook_signs_keys_and_sends_the_same_bytes_and_fails_on_anything_b
         assert list(failed.value.failed) == ["web"] and "ClientConnectorError" in failed.value.failed["web"]
 
     asyncio.run(scenario())
-    (h1, b1), (h2, b2), (h3, _) = seen
+    (h1, b1), (h2, b2), (h3, b3) = seen
     assert b1 == b2 and h1["Idempotency-Key"] == h2["Idempotency-Key"] == "p:7" and h3["Idempotency-Key"] == "p:8"
     assert json.loads(b1) == {"pool": "p", "seq": 7, "instances": {"batch": 2, "web": 3}}
+    assert json.loads(b3) == {"pool": "p", "seq": 8, "instances": {"batch": 2, "web": 4}}
     for headers, body in seen:
         expected = hmac.new(b"s3cret", body, hashlib.sha256).hexdigest()
         assert hmac.compare_digest(headers[SIGNATURE], f"sha256={expected}")
