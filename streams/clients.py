@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import Iterator
 from typing import Any, NamedTuple, TypeVar
@@ -15,6 +16,8 @@ from typing import Any, NamedTuple, TypeVar
 from streams import kafka
 from streams.errors import NotFound, TribunalError
 from streams.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 class Written(NamedTuple):
@@ -46,8 +49,19 @@ class Writer:
         meta = await self._producer.send_and_wait(topic, value, key=key.encode())
         return Written(topic, meta.partition, meta.offset)
 
+    async def write_soon(self, logical: str, key: str, value: bytes) -> None:
+        """`write`, without waiting for the broker: in order with this client's other writes, a failure logged
+        (for records a loop must not wait a round trip for, as the actuator's)."""
+        delivery = await self._producer.send(self.settings.topic(logical), value, key=key.encode())
+        delivery.add_done_callback(_logged)
+
 
 W = TypeVar("W", bound=Writer)
+
+
+def _logged(delivery: asyncio.Future[Any]) -> None:
+    if not delivery.cancelled() and delivery.exception() is not None:
+        log.warning("a record was not written: %s", delivery.exception())
 
 
 class KafkaUnavailable(TribunalError):

@@ -61,7 +61,10 @@ class Desired:
 
 
 class DeciderClient(Writer):
-    """`async with DeciderClient(settings, "pool-a") as client: await client.report("ats", 72)`."""
+    """`async with DeciderClient(settings, "pool-a") as client: await client.report("ats", 72)`.
+
+    `group_id`: "" (the default) names the client's consumer group from its pools; None reads without a group.
+    """
 
     def __init__(self, settings: Settings, *pools: str, group_id: str | None = "") -> None:
         if not pools:
@@ -100,12 +103,6 @@ class DeciderClient(Writer):
         name = self._pool(pool)
         event = InstancesObserved(pool=name, instances=dict(instances))
         return await self.write(CLUSTER_EVENTS, name, event.model_dump_json().encode())
-
-    async def write_soon(self, logical: str, pool: str, value: bytes) -> None:
-        """`write`, without waiting for the broker: in order with this client's other writes, and a failure
-        logged (what the actuator's records take: its loop must not wait a round trip per pass)."""
-        delivery = await self._producer.send(self.settings.topic(logical), value, key=pool.encode())
-        delivery.add_done_callback(_logged)
 
     # -- following -------------------------------------------------------------------------------
     def on_decision(self, callback: Callback) -> None:
@@ -191,7 +188,3 @@ class DeciderClient(Writer):
             except Exception:  # the tenant's code: one failing call must not stop the others
                 log.exception("a decision callback failed on pool %s seq %d", decision.pool, decision.seq)
 
-
-def _logged(delivery: asyncio.Future[Any]) -> None:
-    if not delivery.cancelled() and delivery.exception() is not None:
-        log.warning("a record was not written: %s", delivery.exception())
