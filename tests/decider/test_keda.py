@@ -143,3 +143,13 @@ def test_tls_serves_a_client_that_trusts_its_ca_and_refuses_a_plaintext_one(loop
             await asyncio.gather(serving, return_exceptions=True)
 
     asyncio.run(scenario())
+
+
+def test_without_its_topic_the_scaler_says_what_to_run(kafka: str) -> None:
+    from streams.decider.keda.scaler import serve
+    from streams.errors import ConfigError
+    from streams.settings import Settings
+
+    settings = Settings(kafka_bootstrap=kafka, topic_prefix="no-such-deployment.")
+    with pytest.raises(ConfigError, match="tribunal topics create"):
+        asyncio.run(asyncio.wait_for(serve(settings, "127.0.0.1", free_ports(1)[0]), 60))

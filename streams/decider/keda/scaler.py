@@ -27,6 +27,7 @@ from streams import kafka
 from streams.core.pools import POOL_INSTANCES
 from streams.decider.keda import externalscaler_pb2 as pb
 from streams.decider.keda import externalscaler_pb2_grpc as rpc
+from streams.errors import ConfigError
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,8 @@ class Instances:
         try:
             await consumer._client.force_metadata_update()
             tps = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or ())]
+            if not tps:
+                raise ConfigError(f"{topic} does not exist: make the catalogue's topics (`tribunal topics create`)")
             consumer.assign(tps)
             await consumer.seek_to_beginning(*tps)
             ends = await consumer.end_offsets(tps)
