@@ -86,6 +86,9 @@ def test_spec_metrics_and_the_active_stream_follow_decisions(loop: Loop, tmp_pat
             until(lambda: _answers(stub, pool), "the policy's instances served")
             [spec] = stub.GetMetricSpec(ref(pool, "web")).metricSpecs
             assert (spec.metricName, spec.targetSize, spec.targetSizeFloat) == ("tribunal-keda-web", 1, 1.0)
+            specs = stub.StreamMetricSpec(ref(pool, "web"))
+            assert list(next(specs).metricSpecs) == [spec]  # at once, and the same as GetMetricSpec's
+            specs.cancel()
             assert stub.IsActive(ref(pool, "web")).result is False
             stream = stub.StreamIsActive(ref(pool, "web"))
             assert next(stream).result is False  # the current answer at once

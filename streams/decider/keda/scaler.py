@@ -4,8 +4,8 @@ A ScaledObject names a pool and an app in its trigger's metadata (`pool`, `app`;
 `GetMetricSpec` answers one metric with a target of 1, and `GetMetrics` the app's decided instances, so the HPA
 KEDA makes (desired replicas = ceil(value / target)) converges on tribunal's number. `IsActive` is true while
 the app has any instance (KEDA scales from and to zero on it), and `StreamIsActive` pushes the first answer at
-once and then each change of it. `StreamMetricSpec` is left unimplemented: the target never changes, and KEDA
-falls back to `GetMetricSpec` (the proto says so).
+once and then each change of it. `StreamMetricSpec` sends the spec at once and nothing after: the target never
+changes.
 
 The instances come from the compacted `pool-instances` (written in each decision's transaction), read from its
 start and followed: the server listens only once it has read to the end, so its first answer is current. A
@@ -118,6 +118,11 @@ class Scaler(rpc.ExternalScalerServicer):
         pool, app, _ = await self._count(request, context)
         return pb.GetMetricSpecResponse(metricSpecs=[pb.MetricSpec(metricName=metric_name(pool, app), targetSize=1,
                                                                    targetSizeFloat=1.0)])
+
+    async def StreamMetricSpec(self, request: Any, context: Any) -> AsyncIterator[Any]:
+        """The spec at once, as the proto asks; it never changes (target 1), so the stream then stays quiet."""
+        yield await self.GetMetricSpec(request, context)
+        await asyncio.Event().wait()  # until KEDA closes the stream (the call is cancelled then)
 
     async def GetMetrics(self, request: Any, context: Any) -> Any:
         pool, app, n = await self._count(request.scaledObjectRef, context)
