@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
@@ -72,7 +72,6 @@ class TargetOptions:
     state_dir: Path = Path(".tribunal-actuator")  # process: the copies' pid files and logs
     timeout: float = 30.0  # exec and webhook: one call's limit, in seconds
     grace: float = 10.0  # process: how long a copy told to stop (SIGTERM) has before SIGKILL
-    extra: Mapping[str, str] = field(default_factory=dict)
 
 
 _PLACEHOLDER = re.compile(r"\{(pool|app|instances|seq|index)\}")

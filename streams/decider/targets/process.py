@@ -56,7 +56,6 @@ class ProcessTarget:
     def __init__(self, command: str, state_dir: Path, grace: float = 10.0) -> None:
         self.command, self.state_dir, self.grace = command, state_dir, grace
         self.copies: dict[tuple[str, str], dict[int, Copy]] = {}  # (pool, app) -> index -> copy
-        self.started = 0  # copies started, for tests and logs
         self.stopping: set[asyncio.Task[None]] = set()
 
     # -- what runs -------------------------------------------------------------------------------
@@ -111,7 +110,6 @@ class ProcessTarget:
         started = start_time(child.pid)
         copy = Copy(child.pid, started if started is not None else -1, child)
         (where / f"{index}.pid").write_text(json.dumps({"pid": copy.pid, "started": copy.started}))
-        self.started += 1
         log.info("started copy %d of %s/%s: pid %d", index, pool, app, copy.pid)
         return copy
 
