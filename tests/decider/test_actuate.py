@@ -80,8 +80,12 @@ def test_the_process_target_follows_decisions_puts_back_a_killed_copy_and_one_ac
 
         victim = copies(state, pool)["web"][2]
         os.kill(victim, signal.SIGKILL)  # a crashed copy: seen, started again
-        until(lambda: counts(state, pool) == {"web": 5, "batch": 1} and copies(state, pool)["web"][2] != victim,
-              lambda: f"copy 2 of web started again: {copies(state, pool)}")
+
+        def replaced() -> bool:  # one read of the pid files: the victim may die between two
+            now = copies(state, pool)
+            return {app: len(c) for app, c in now.items() if c} == {"web": 5, "batch": 1} and now["web"][2] != victim
+
+        until(replaced, lambda: f"copy 2 of web started again: {copies(state, pool)}")
         drift = metric_values(scrape(ports[0]), "tribunal_actuator_drift_total")
         assert drift == {(("pool", pool),): 1.0}, drift
 
