@@ -4,6 +4,11 @@ WORKDIR /app
 COPY pyproject.toml README.md ./
 COPY streams ./streams
 COPY schemas ./schemas
-RUN pip install --no-cache-dir .
+COPY infra/compile_core.py ./infra/
+# The core compiled with mypyc (as `make setup` does), then installed with its extensions; gcc only for the build.
+RUN apt-get update && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && pip install --no-cache-dir "mypy>=2.4,<3" && python infra/compile_core.py \
+    && pip install --no-cache-dir . && pip uninstall -y mypy \
+    && apt-get purge -y gcc libc6-dev && apt-get autoremove -y && rm -rf /var/lib/apt/lists/* .build
 ENTRYPOINT []
 CMD ["tribunal", "worker"]

@@ -43,4 +43,15 @@ if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; th
   echo "$want" > "$stamp"
 fi
 
+# The pure core compiled with mypyc (streams/compiled.py) where a C compiler and Python's headers are
+# installed, again only when its sources changed; else it runs as pure Python, with the same bytes.
+if [ "${TRIBUNAL_PURE:-0}" = 1 ]; then
+  say "TRIBUNAL_PURE=1: the core is not compiled"
+elif ! command -v cc >/dev/null || [ ! -f "$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h" ]; then
+  say "no C compiler or no Python headers: the core runs as pure Python (install gcc and python3-dev to compile it)"
+elif [ "$(cat streams/core/.compiled 2>/dev/null)" != "$(TRIBUNAL_PURE=1 .venv/bin/python -c 'from streams.compiled import digest; print(digest())')" ]; then
+  say "compiling the core with mypyc (about two minutes on two cores)"
+  .venv/bin/python infra/compile_core.py >/dev/null || say "mypyc failed: the core runs as pure Python"
+fi
+
 .venv/bin/tribunal infra install >&2

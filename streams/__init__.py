@@ -5,3 +5,7 @@ around them (Faust agents, the CLI, the local infrastructure).
 """
 
 __version__ = "0.1.0"
+
+from streams.compiled import choose
+
+choose()  # before anything imports the core: its compiled extensions, or its sources (streams/compiled.py)

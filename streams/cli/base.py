@@ -35,8 +35,20 @@ def _secret_from(path: Path | None) -> str | None:
         raise TribunalError(f"cannot read {path}: {e.strerror}") from None
 
 
+def _version(asked: bool) -> None:
+    if asked:
+        from streams import __version__
+        from streams.compiled import running
+
+        typer.echo(f"tribunal {__version__}; the core: {running()}")
+        raise typer.Exit()
+
+
 @cli.callback()
 def connection(
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                          help="The version, and whether the core runs compiled or as pure Python")
+                       ] = False,
     security_protocol: Annotated[str | None, typer.Option(
         help="PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (default $TRIBUNAL_SECURITY_PROTOCOL, PLAINTEXT)")] = None,
     sasl_mechanism: Annotated[str | None, typer.Option(

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Generic, TypeVar
 
 from immutables import Map
+from mypy_extensions import mypyc_attr
 
 V = TypeVar("V")
 EMPTY: Map[str, Any] = Map()
@@ -62,6 +63,7 @@ def refitted(of: Callable[[str], str], count: int) -> Hashed | None:
     return None if fit == of else fit
 
 
+@mypyc_attr(native_class=False)  # mypyc compiles no subclass of a builtin type but this kind
 class Unwritten(frozenset[str]):
     """`touched` of a map loaded from a layout that did not store its buckets (an older entry that held
     them inline): `changed` names them all after the next record, whatever that record touched."""
@@ -117,7 +119,8 @@ class Buckets(Generic[V]):
         for bucket in self.buckets.values():
             yield from bucket.keys()
 
-    __iter__ = keys
+    def __iter__(self) -> Iterator[str]:  # not `__iter__ = keys`: a compiled (mypyc) class takes no alias
+        return self.keys()
 
     def values(self) -> Iterator[V]:
         for bucket in self.buckets.values():

@@ -6,7 +6,8 @@ import logging
 
 import faust
 
-from streams import logs
+from streams import __version__, logs
+from streams.compiled import running
 from streams.gc_settings import fewer_collections, freeze_start_up
 from streams.settings import Settings
 from streams.topics import create_topics, declare_topics
@@ -22,6 +23,7 @@ def run(settings: Settings) -> None:
     SIGKILLed worker may have written state there that its aborted transaction never committed.
     """
     logs.configure(settings.log_format)  # lines before Faust's own logging starts: in the same format
+    log.info("tribunal %s; the core: %s", __version__, running())
     create_topics(settings)
     fewer_collections()
     app = create_app(settings)

@@ -40,11 +40,11 @@ from streams.core.source import SourceRecord, cause_of, event_time, named_key, r
 
 DISPATCH_COMMANDS = "dispatch-commands"
 TICKS = "ticks"
-INPUTS = (DISPATCH_COMMANDS, TICKS)
+INPUTS: tuple[str, ...] = (DISPATCH_COMMANDS, TICKS)
 JOB_STARTS = "job-starts"
 JOB_OUTCOMES = "job-outcomes"
 DISPATCHER_HEALTH = "dispatcher-health"
-OUTPUTS = (JOB_STARTS, JOB_OUTCOMES, DISPATCHER_HEALTH)
+OUTPUTS: tuple[str, ...] = (JOB_STARTS, JOB_OUTCOMES, DISPATCHER_HEALTH)
 
 STALE_DEADLINES = 64  # the deadlines queue is rebuilt when its stale entries outnumber the live ones by this
 _COMMAND: TypeAdapter[Any] = TypeAdapter(records.DispatchCommand)

@@ -30,18 +30,21 @@ Heap = Node | None
 def merge(a: Heap, b: Heap) -> Heap:
     """The two heaps as one: down the right spines taking the smaller top each step, then back up,
     each node rebuilt with its deeper-ranked child on the left (a loop: no Python call per level)."""
-    spine = []
+    spine: list[Node] = []
     while a is not None and b is not None:
         if b.item < a.item:
             a, b = b, a
         spine.append(a)
         a = a.right
     merged = a if b is None else b
-    for node in reversed(spine):
-        left, right = node.left, merged
-        assert right is not None
-        if left is None or left.rank < right.rank:
-            left, right = right, left
+    while spine:  # not `reversed(spine)`: mypyc 2.4 fails on it for a NamedTuple holding Any
+        node, child = spine.pop(), merged
+        assert child is not None
+        # no swap of two variables narrowed differently: mypyc types each by its first assignment
+        if node.left is None or node.left.rank < child.rank:
+            left, right = child, node.left
+        else:
+            left, right = node.left, child
         merged = Node(1 if right is None else right.rank + 1, node.item, left, right)
     return merged
 
@@ -60,8 +63,8 @@ def of_sorted(items: list[tuple[Any, ...]]) -> Heap:
     """A heap of `items`, already sorted ascending, in O(n): each node the parent of the rest as its left
     child (a chain with empty right spines is a leftist heap, and popping it costs O(1))."""
     heap: Heap = None
-    for item in reversed(items):
-        heap = Node(1, item, heap, None)
+    for i in range(len(items) - 1, -1, -1):  # as above, not `reversed(items)`
+        heap = Node(1, items[i], heap, None)
     return heap
 
 

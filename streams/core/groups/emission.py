@@ -22,7 +22,7 @@ REJECTION_LIMITS = "rejection-limits"
 GROUP_HEALTH = "group-health"
 JOB_OFFERS = "job-offers"
 ALERTS = "alerts"
-OUTPUTS = (REJECTION_LIMITS, GROUP_HEALTH, JOB_OFFERS, ALERTS)
+OUTPUTS: tuple[str, ...] = (REJECTION_LIMITS, GROUP_HEALTH, JOB_OFFERS, ALERTS)
 
 
 def limit_stream(group: str, scheduler: str) -> str:

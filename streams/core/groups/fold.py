@@ -29,7 +29,7 @@ from streams.core.source import SourceRecord, named_key, record_key
 
 SCHEDULER_EVENTS = "scheduler-events"
 JOB_EVENTS = "job-events"
-INPUTS = (SCHEDULER_EVENTS, JOB_EVENTS)
+INPUTS: tuple[str, ...] = (SCHEDULER_EVENTS, JOB_EVENTS)
 
 GroupEvent = Change | MembershipSnapshot  # what `schemas.groups.GroupEvent` parses to
 _EVENT: TypeAdapter[GroupEvent] = TypeAdapter(records.GroupEvent)

@@ -28,11 +28,11 @@ POLICIES = "policies"
 CLUSTER_EVENTS = "cluster-events"
 PLUGIN_DECIDER = "plugin_decider"
 PLUGIN_JUSTICE = "plugin_justice"
-INPUTS = (POLICIES, CLUSTER_EVENTS, PLUGIN_DECIDER, PLUGIN_JUSTICE)
+INPUTS: tuple[str, ...] = (POLICIES, CLUSTER_EVENTS, PLUGIN_DECIDER, PLUGIN_JUSTICE)
 SCALING_DECISIONS = "scaling-decisions"
 POOL_INSTANCES = "pool-instances"  # compacted: each app's instances, written by the decision that set them
 JUSTICE_OUTCOMES = "justice-outcomes"
-OUTPUTS = (SCALING_DECISIONS, POOL_INSTANCES, JUSTICE_OUTCOMES)
+OUTPUTS: tuple[str, ...] = (SCALING_DECISIONS, POOL_INSTANCES, JUSTICE_OUTCOMES)
 
 _POLICY = TypeAdapter(PolicyRecord)
 _CLUSTER = TypeAdapter(ClusterEvent)

@@ -28,9 +28,9 @@ from streams.core.source import SourceRecord, cause_of, event_time, named_key, r
 
 SHARD_EVENTS = "shard-events"
 SHARD_ACKS = "shard-acks"
-INPUTS = (SHARD_EVENTS, SHARD_ACKS)
+INPUTS: tuple[str, ...] = (SHARD_EVENTS, SHARD_ACKS)
 SHARD_PLANS = "shard-plans"
-OUTPUTS = (SHARD_PLANS,)
+OUTPUTS: tuple[str, ...] = (SHARD_PLANS,)
 
 NO_NODES: Mapping[str, str] = MappingProxyType({})
 _EVENT: TypeAdapter[Any] = TypeAdapter(records.ShardEvent)

@@ -17,10 +17,11 @@ an entry, possibly empty.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 Range = tuple[int, int]
-Ranges = Mapping[str, tuple[Range, ...]]
+Span = Sequence[int]  # a range as a plan record holds it too (a JSON list): typed so, compiled code accepts both
+Ranges = Mapping[str, Sequence[Span]]
 STRATEGIES = ("scope", "ring")
 POINTS = 64  # ring places per node: a node's share is within about 1/sqrt(POINTS) of T/L
 _RING = 1 << 64
@@ -107,9 +108,9 @@ def moved(before: Ranges, after: Ranges) -> int:
     return sum(last - first + 1 for first, last, _, _ in changes(before, after))
 
 
-def owns(ranges: Iterable[Range], task: int) -> bool:
+def owns(ranges: Iterable[Span], task: int) -> bool:
     return any(first <= task <= last for first, last in ranges)
 
 
-def size(ranges: Iterable[Range]) -> int:
+def size(ranges: Iterable[Span]) -> int:
     return sum(last - first + 1 for first, last in ranges)
