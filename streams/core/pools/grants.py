@@ -128,9 +128,16 @@ def _by_preemption(state: DeciderState, grant: Grant) -> None:
                            + ", ".join(r.name for r in lower))
         return
     metricals = grant.metricals
-    exact = {r.key: _score(metricals[r.key], r.priority) for r in candidates}  # in key order, as rules are
-    grant.scores = {names[k].name: float(v) for k, v in exact.items()}
-    taken = sorted(_preempt(grant.need, exact, {r.key: instances[r.key] - r.min_num for r in candidates}).items())
+    scores: list[int | Fraction] = []  # by position in `candidates`, which are in key order, as rules are
+    room: list[int] = []
+    shown: dict[str, float] = {}
+    for r in candidates:
+        score = _score(metricals[r.key], r.priority)
+        scores.append(score)
+        room.append(instances[r.key] - r.min_num)
+        shown[r.name] = float(score)
+    grant.scores = shown
+    taken = [(candidates[i].key, n) for i, n in _preempt(grant.need, scores, room)]
     for key, n in taken:
         grant.take(names[key], n, "preempt")
     grant.notes.append("preempted " + ", ".join(f"{names[k].name} {n}" for k, n in taken)
@@ -166,19 +173,19 @@ def _score(metrical: float, priority: int) -> int | Fraction:
     return 100 + priority * 10 - Fraction(metrical)
 
 
-def _preempt(need: int, scores: Mapping[str, int | Fraction], room: Mapping[str, int]) -> dict[str, int]:
+def _preempt(need: int, scores: list[int | Fraction], room: list[int]) -> list[tuple[int, int]]:
     """Split `need` by score with largest-remainder rounding, capped by room; repeat until met.
 
-    Ties for a leftover unit go to the higher score, then the app name. Scores are exact (a float
-    metrical is a binary fraction); scaled to integers by their common denominator, every share
-    is an integer division, and comparing fractional parts is comparing remainders. Every pass
+    Candidates are positions in key order (ties go to the smaller one, the smaller name): (position, taken)
+    of those that give, in that order. Ties for a leftover unit go to the higher score, then the app name.
+    Scores are exact (a float metrical is a binary fraction); scaled to integers by their common denominator,
+    every share is an integer division, and comparing fractional parts is comparing remainders. Every pass
     hands out at least one unit while anyone has room, so the loop ends.
     """
-    keys = sorted(room)  # positions stand for keys below: a smaller position is a smaller name
-    den = math.lcm(*(scores[k].denominator for k in keys))
-    weight = [int(scores[k] * den) for k in keys]
-    left = [room[k] for k in keys]  # what each can still give
-    taken = [0] * len(keys)
+    den = math.lcm(*(s.denominator for s in scores))
+    weight = [int(s * den) for s in scores] if den != 1 else [int(s) for s in scores]
+    left = list(room)  # what each can still give
+    taken = [0] * len(left)
     open_ = [i for i, n in enumerate(left) if n > 0]
     while need > 0 and open_:
         shares = _shares(need, weight, open_)
@@ -190,7 +197,7 @@ def _preempt(need: int, scores: Mapping[str, int | Fraction], room: Mapping[str,
             given += give
         need -= given
         open_ = [i for i in open_ if left[i] > 0]
-    return {keys[i]: n for i, n in enumerate(taken) if n}
+    return [(i, n) for i, n in enumerate(taken) if n]
 
 
 def _shares(need: int, weight: list[int], open_: list[int]) -> list[int]:
