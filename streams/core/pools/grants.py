@@ -206,6 +206,8 @@ def _shares(need: int, weight: list[int], open_: list[int]) -> list[int]:
     The leftover units go to the largest remainders, ties to the larger weight, then the smaller position;
     only those few are picked (`nsmallest`), the rest never sorted."""
     total = sum(weight[i] for i in open_)
+    if need * max(weight[i] for i in open_) < total:  # the common case: every share under one unit
+        return _units(need, weight, open_)
     shares = []
     ranked = []
     for n, i in enumerate(open_):
@@ -216,4 +218,13 @@ def _shares(need: int, weight: list[int], open_: list[int]) -> list[int]:
     if leftover:
         for _, _, _, n in heapq.nsmallest(leftover, ranked):
             shares[n] += 1
+    return shares
+
+
+def _units(need: int, weight: list[int], open_: list[int]) -> list[int]:
+    """`_shares` when every exact share is below one unit: each remainder is need * weight, so the `need`
+    leftover units go to the largest weights, ties to the smaller position."""
+    shares = [0] * len(open_)
+    for _, n in heapq.nsmallest(need, [(-weight[i], n) for n, i in enumerate(open_)]):
+        shares[n] = 1
     return shares
