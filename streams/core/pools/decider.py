@@ -104,6 +104,7 @@ def observe(state: DeciderState, observed: Mapping[str, int]) -> tuple[DeciderSt
     """InstancesObserved: the actuator's counts replace the targets of the apps it lists."""
     instances = dict(state.instances)
     moves = []
+    used = state.used
     for key in sorted(observed):
         rule = state.policy.by_key[key]
         delta = observed[key] - instances[key]
@@ -111,7 +112,8 @@ def observe(state: DeciderState, observed: Mapping[str, int]) -> tuple[DeciderSt
             moves.append(move(FREE, rule.name, delta, "observed") if delta > 0
                          else move(rule.name, FREE, -delta, "observed"))
         instances[key] = observed[key]
-    state, evicted, note = _evict(state._replace(instances=instances))
+        used += delta
+    state, evicted, note = _evict(state.with_instances(instances, used))
     reason = "observed " + ", ".join(f"{state.policy.by_key[k].name} {observed[k]}" for k in sorted(observed))
     if evicted:
         return state, decided("evicted", "observed_evicted", f"{reason}; {note}", [*moves, *evicted])
@@ -142,7 +144,7 @@ def _evict(state: DeciderState) -> tuple[DeciderState, list[MoveRecord], str]:
     note = "evicted " + ", ".join(f"{state.policy.by_key[k].name} -{n}" for k, n in sorted(taken.items()))
     if below_min:
         note += " (capacity is below the sum of MinNum: MinNum could not be kept)"
-    return state._replace(instances=instances), moves, note
+    return state.with_instances(instances, state.used - sum(taken.values())), moves, note
 
 
 # -- metrics ------------------------------------------------------------------------------------
@@ -158,7 +160,7 @@ def _decide(state: DeciderState, rule: AppRule, metrical: float, metricals: dict
             idle: frozenset[str], number: int) -> tuple[DeciderState, Verdict]:
     """What `rule`'s app standing at `number` (its metrical's, or as stabilized) gets."""
     if number == 0:
-        return DeciderState(state.policy, state.capacity, state.instances, metricals, idle, state.timing), decided(
+        return state.with_metricals(metricals, idle, state.timing), decided(
             "steady", "steady", f"{rule.name} at {metrical:g} maps to Number 0: nothing moves")
     if number < 0:
         return _idle(state, rule, metrical, metricals, idle, number)
@@ -245,15 +247,16 @@ def _idle(state: DeciderState, rule: AppRule, metrical: float, metricals: dict[s
           idle: frozenset[str], number: int) -> tuple[DeciderState, Verdict]:
     offer = offered(rule, state.instances[rule.key], number)
     if offer == 0:
-        return DeciderState(state.policy, state.capacity, state.instances, metricals, idle, state.timing), decided(
+        return state.with_metricals(metricals, idle, state.timing), decided(
             "idle", "idle_at_min", f"{rule.name} at {metrical:g} is idle but already at MinNum {rule.min_num}")
     if rule.eager:
         capped = move_cap(state.policy, offer)
         instances = {**state.instances, rule.key: state.instances[rule.key] - capped}
         metricals[rule.key] = NEUTRAL
         timing, idle = reset(state.timing, rule, idle)
-        return DeciderState(state.policy, state.capacity, instances, metricals, idle, timing), decided(
+        new = DeciderState(state.policy, state.capacity, instances, metricals, idle, timing, state.used - capped)
+        return new, decided(
             "idle", "idle_released", f"{rule.name} at {metrical:g} released {capped} to the free pool (eager)"
             + cap_note(state.policy, offer, capped), [move(rule.name, FREE, capped, "release")])
-    return DeciderState(state.policy, state.capacity, state.instances, metricals, idle, state.timing), decided(
+    return state.with_metricals(metricals, idle, state.timing), decided(
         "idle", "idle_offered", f"{rule.name} at {metrical:g} offers {offer} (lazy: kept until someone needs them)")

@@ -21,7 +21,7 @@ from streams.core.intake import error_text, parse, readable
 from streams.core.outputs import Emit
 from streams.core.pools import decider, justice
 from streams.core.pools.justice import JusticeState
-from streams.core.pools.verdicts import DeciderState, Verdict
+from streams.core.pools.verdicts import DeciderState, MoveRecord, Verdict
 from streams.core.source import SourceRecord, cause_of, event_time, named_key, record_key
 
 POLICIES = "policies"
@@ -198,7 +198,7 @@ def _decision(state: PoolState, current: DeciderState, record: SourceRecord, poo
     those change them)."""
     observing = current.policy.observe_only
     if observing and before is not None:
-        current = current._replace(instances=before.instances)
+        current = current.with_instances(before.instances, before.used)
     previous = state.decider
     state, seq = state.numbered(SCALING_DECISIONS, current, state.justice)
     instances, metricals = current.by_name()
@@ -217,19 +217,41 @@ def _decision(state: PoolState, current: DeciderState, record: SourceRecord, poo
         out.update(verdict.shaped)
     emits = [Emit(SCALING_DECISIONS, pool, out)]
     if previous is None or previous.instances is not current.instances:
-        emits += _instances_set(pool, previous, instances, seq, current.policy.version, cause)
+        if previous is not None and previous.policy is current.policy:
+            changed = _moved(previous, current, verdict.moves)
+        else:
+            changed = _changed(previous, instances)
+        emits += _instances_set(pool, changed, seq, current.policy.version, cause)
     return state, emits
 
 
-def _instances_set(pool: str, previous: DeciderState | None, instances: Mapping[str, int], seq: int, version: str,
-                   cause: Mapping[str, Any]) -> list[Emit]:
-    """A `PoolInstances` for each app whose instances the decision changed (in rule order, then the apps that left
-    the policy, at 0), so that the compacted topic's latest record per app is the pool's desired state."""
+def _moved(previous: DeciderState, current: DeciderState, moves: tuple[MoveRecord, ...]) -> list[tuple[str, int]]:
+    """`_changed` under one policy, without walking every app: only an app a move names can have changed.
+
+    In rule order, and only those whose instances differ (an app observed up, then evicted back, moved but
+    did not change)."""
+    policy = current.policy
+    named = {m[end].casefold() for m in moves for end in ("from", "to")}  # and "free", unless an app is so named
+    keys = sorted(k for k in named if k in policy.by_key)  # rule order: rules are sorted by key
+    before, after = previous.instances, current.instances
+    return [(policy.by_key[k].name, after[k]) for k in keys if before[k] != after[k]]
+
+
+def _changed(previous: DeciderState | None, instances: Mapping[str, int]) -> list[tuple[str, int]]:
+    """The apps whose instances differ from `previous`'s, by name: in rule order, then the apps that left the policy
+    (at 0); a new policy may drop apps or spell their names otherwise."""
     before = previous.by_name()[0] if previous is not None else {}
     if before == instances:
         return []
     changed = [(app, n) for app, n in instances.items() if before.get(app) != n]
     changed += [(app, 0) for app, n in before.items() if app not in instances and n != 0]
+    return changed
+
+
+def _instances_set(pool: str, changed: list[tuple[str, int]], seq: int, version: str,
+                   cause: Mapping[str, Any]) -> list[Emit]:
+    """A `PoolInstances` for each app whose instances the decision changed (`changed`), so that the compacted topic's
+    latest record per app is the pool's desired state."""
     return [Emit(POOL_INSTANCES, f"{pool}/{app}", {
         "type": "PoolInstances", "pool": pool, "app": app, "instances": n, "seq": seq, "policy_version": version,
         "cause": cause}) for app, n in changed]

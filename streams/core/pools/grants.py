@@ -4,6 +4,7 @@ shares, exact fractions throughout."""
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ class Grant:
     metricals: dict[str, float]
     idle: frozenset[str]
     timing: Timing | None
+    used: int  # sum(instances.values()): what free capacity is left is capacity - used
     moves: list[MoveRecord] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     scores: dict[str, float] = field(default_factory=dict)
@@ -34,6 +36,8 @@ class Grant:
         me = self.rule
         if donor is not None:
             self.instances[donor.key] -= count
+        else:
+            self.used += count
         self.instances[me.key] += count
         self.need -= count
         self.moves.append(move(FREE if donor is None else donor.name, me.name, count, round_))
@@ -44,10 +48,10 @@ def grow(state: DeciderState, rule: AppRule, metrical: float, metricals: dict[st
     """SPEC §2's three rounds, each only while something is still needed: free, idle donors, preemption."""
     room = number if rule.max_num is None else max(0, min(number, rule.max_num - state.instances[rule.key]))
     if room == 0:
-        return DeciderState(state.policy, state.capacity, state.instances, metricals, idle, state.timing), decided(
+        return state.with_metricals(metricals, idle, state.timing), decided(
             "rejected", "at_max_num", f"{rule.name} wants +{number} but is at MaxNum {rule.max_num}")
     wanted = move_cap(state.policy, room)
-    grant = Grant(rule, wanted, dict(state.instances), metricals, idle, state.timing)
+    grant = Grant(rule, wanted, dict(state.instances), metricals, idle, state.timing, state.used)
     _from_free(state, grant)
     if grant.need:
         _from_idle(state, grant)
@@ -59,13 +63,14 @@ def grow(state: DeciderState, rule: AppRule, metrical: float, metricals: dict[st
     capped = f" (capped by MaxNum {rule.max_num})" if room < number else ""
     reason = (f"{rule.name} at {metrical:g} wants +{wanted}{capped}{cap_note(state.policy, room, wanted)}: "
               + "; ".join(grant.notes) + f"; granted {granted}")
-    new = DeciderState(state.policy, state.capacity, grant.instances, grant.metricals, grant.idle, grant.timing)
+    new = DeciderState(state.policy, state.capacity, grant.instances, grant.metricals, grant.idle, grant.timing,
+                       grant.used)
     return new, decided(outcome, code, reason, grant.moves, requested=wanted, granted=granted, scores=grant.scores)
 
 
 def _from_free(state: DeciderState, grant: Grant) -> None:
     """Round 1: free capacity."""
-    take = min(grant.need, max(0, state.capacity - sum(grant.instances.values())))
+    take = min(grant.need, max(0, state.capacity - grant.used))
     if take:
         grant.take(None, take, "free")
         grant.notes.append(f"{take} from free capacity")
@@ -80,17 +85,20 @@ def _from_idle(state: DeciderState, grant: Grant) -> None:
     metrical is reset to neutral (SPEC §2)."""
     by_key, instances, metricals, me = state.policy.by_key, grant.instances, grant.metricals, grant.rule
     numbers = grant.timing.numbers if grant.timing is not None else None  # as stabilized, under a timed policy
-    offers = {}
+    offers: list[tuple[int, int, str]] = []  # (-priority, -offer, key): the order donors give in
     for k in grant.idle:
         if k != me.key:
             donor = by_key[k]
             number = donor.number(metricals[k]) if numbers is None else numbers[k]
             offer = min(-number, instances[k] - donor.min_num)
             if offer > 0:
-                offers[k] = offer
+                offers.append((-donor.priority, -offer, k))
+    heapq.heapify(offers)  # linear; only the donors that give are popped, not all the idle apps sorted
     given = []
-    for donor in sorted((by_key[k] for k in offers), key=lambda r: (-r.priority, -offers[r.key], r.key)):
-        give = min(grant.need, offers[donor.key])
+    while offers:
+        _, negative_offer, key = heapq.heappop(offers)
+        donor = by_key[key]
+        give = min(grant.need, -negative_offer)
         grant.take(donor, give, "idle")
         metricals[donor.key] = NEUTRAL
         grant.timing, grant.idle = reset(grant.timing, donor, grant.idle)
@@ -119,9 +127,17 @@ def _by_preemption(state: DeciderState, grant: Grant) -> None:
         grant.notes.append("lower-priority apps are at MinNum" + (" or cooling down" if cooling else "") + ": "
                            + ", ".join(r.name for r in lower))
         return
-    exact = {r.key: _score(grant.metricals[r.key], r.priority) for r in candidates}
-    grant.scores = {names[k].name: float(v) for k, v in sorted(exact.items())}
-    taken = sorted(_preempt(grant.need, exact, {r.key: instances[r.key] - r.min_num for r in candidates}).items())
+    metricals = grant.metricals
+    scores: list[int | Fraction] = []  # by position in `candidates`, which are in key order, as rules are
+    room: list[int] = []
+    shown: dict[str, float] = {}
+    for r in candidates:
+        score = _score(metricals[r.key], r.priority)
+        scores.append(score)
+        room.append(instances[r.key] - r.min_num)
+        shown[r.name] = float(score)
+    grant.scores = shown
+    taken = [(candidates[i].key, n) for i, n in _preempt(grant.need, scores, room)]
     for key, n in taken:
         grant.take(names[key], n, "preempt")
     grant.notes.append("preempted " + ", ".join(f"{names[k].name} {n}" for k, n in taken)
@@ -141,11 +157,13 @@ def _cooling(policy: CompiledPolicy, timing: Timing | None, candidates: list[App
 
 def _busy(state: DeciderState, rule: AppRule, metricals: Mapping[str, float], most: int = 3) -> str:
     """Why the higher- or equal-priority apps gave nothing: they are not idle (the first few named)."""
-    busy = [r for r in state.policy.not_lower[rule.priority] if r is not rule]
+    peers = state.policy.not_lower[rule.priority]  # holds `rule` itself: its priority is not lower than its own
+    busy = [r for r in peers[:most + 1] if r is not rule][:most]
     if not busy:
         return ""
-    named = "; ".join(f"{r.name} (P{r.priority}) is not idle at {metricals[r.key]:g}" for r in busy[:most])
-    return f" ({named}{f'; and {len(busy) - most} more' if len(busy) > most else ''})"
+    named = "; ".join(f"{r.name} (P{r.priority}) is not idle at {metricals[r.key]:g}" for r in busy)
+    more = len(peers) - 1 - most
+    return f" ({named}{f'; and {more} more' if more > 0 else ''})"
 
 
 def _score(metrical: float, priority: int) -> int | Fraction:
@@ -155,32 +173,58 @@ def _score(metrical: float, priority: int) -> int | Fraction:
     return 100 + priority * 10 - Fraction(metrical)
 
 
-def _preempt(need: int, scores: Mapping[str, int | Fraction], room: Mapping[str, int]) -> dict[str, int]:
+def _preempt(need: int, scores: list[int | Fraction], room: list[int]) -> list[tuple[int, int]]:
     """Split `need` by score with largest-remainder rounding, capped by room; repeat until met.
 
-    Ties for a leftover unit go to the higher score, then the app name. Scores are exact (a float
-    metrical is a binary fraction); scaled to integers by their common denominator, every share
-    is an integer division, and comparing fractional parts is comparing remainders. Every pass
+    Candidates are positions in key order (ties go to the smaller one, the smaller name): (position, taken)
+    of those that give, in that order. Ties for a leftover unit go to the higher score, then the app name.
+    Scores are exact (a float metrical is a binary fraction); scaled to integers by their common denominator,
+    every share is an integer division, and comparing fractional parts is comparing remainders. Every pass
     hands out at least one unit while anyone has room, so the loop ends.
     """
-    den = math.lcm(*(s.denominator for s in scores.values()))
-    weight = {k: int(s * den) for k, s in scores.items()}
-    taken = dict.fromkeys(room, 0)
-    while need > 0:
-        open_ = [k for k in sorted(room) if room[k] > taken[k]]
-        if not open_:
-            break
-        total = sum(weight[k] for k in open_)
-        split = {k: divmod(need * weight[k], total) for k in open_}
-        shares = {k: q for k, (q, _) in split.items()}
-        leftover = need - sum(shares.values())
-        if leftover:
-            for k in sorted(open_, key=lambda k: (-split[k][1], -weight[k], k))[:leftover]:
-                shares[k] += 1
+    den = math.lcm(*(s.denominator for s in scores))
+    weight = [int(s * den) for s in scores] if den != 1 else [int(s) for s in scores]
+    left = list(room)  # what each can still give
+    taken = [0] * len(left)
+    open_ = [i for i, n in enumerate(left) if n > 0]
+    while need > 0 and open_:
+        shares = _shares(need, weight, open_)
         given = 0
-        for k in open_:
-            give = min(shares[k], room[k] - taken[k])
-            taken[k] += give
+        for i, share in zip(open_, shares, strict=True):
+            give = min(share, left[i])
+            taken[i] += give
+            left[i] -= give
             given += give
         need -= given
-    return {k: n for k, n in taken.items() if n}
+        open_ = [i for i in open_ if left[i] > 0]
+    return [(i, n) for i, n in enumerate(taken) if n]
+
+
+def _shares(need: int, weight: list[int], open_: list[int]) -> list[int]:
+    """One pass's largest-remainder split of `need` among the positions `open_` (ascending), by weight.
+
+    The leftover units go to the largest remainders, ties to the larger weight, then the smaller position;
+    only those few are picked (`nsmallest`), the rest never sorted."""
+    total = sum(weight[i] for i in open_)
+    if need * max(weight[i] for i in open_) < total:  # the common case: every share under one unit
+        return _units(need, weight, open_)
+    shares = []
+    ranked = []
+    for n, i in enumerate(open_):
+        share, remainder = divmod(need * weight[i], total)
+        shares.append(share)
+        ranked.append((-remainder, -weight[i], i, n))
+    leftover = need - sum(shares)
+    if leftover:
+        for _, _, _, n in heapq.nsmallest(leftover, ranked):
+            shares[n] += 1
+    return shares
+
+
+def _units(need: int, weight: list[int], open_: list[int]) -> list[int]:
+    """`_shares` when every exact share is below one unit: each remainder is need * weight, so the `need`
+    leftover units go to the largest weights, ties to the smaller position."""
+    shares = [0] * len(open_)
+    for _, n in heapq.nsmallest(need, [(-weight[i], n) for n, i in enumerate(open_)]):
+        shares[n] = 1
+    return shares

@@ -23,8 +23,9 @@ class DeciderState(NamedTuple):
     capacity: int
     instances: Mapping[str, int]
     metricals: Mapping[str, float]
-    idle: frozenset[str] = frozenset()  # apps whose last metrical maps to a negative Number (`timing.numbers`)
-    timing: Timing | None = None  # only under a policy with options measured in time
+    idle: frozenset[str]  # apps whose last metrical maps to a negative Number (`timing.numbers`)
+    timing: Timing | None  # only under a policy with options measured in time
+    used: int  # sum(instances.values()), kept as instances change: `free` must not walk every app per decision
 
     @classmethod
     def of(cls, policy: CompiledPolicy, capacity: int, instances: Mapping[str, int],
@@ -35,7 +36,7 @@ class DeciderState(NamedTuple):
             idle = frozenset(k for k, m in metricals.items() if policy.by_key[k].number(m) < 0)
         else:
             idle = frozenset(k for k in keys if timing.numbers[k] < 0)
-        return cls(policy, capacity, instances, metricals, idle, timing)
+        return cls(policy, capacity, instances, metricals, idle, timing, sum(instances.values()))
 
     def by_name(self) -> tuple[Mapping[str, int], Mapping[str, float]]:
         """Instances and metricals keyed by the apps' names, in rule order (the states' own where names
@@ -49,7 +50,16 @@ class DeciderState(NamedTuple):
 
     @property
     def free(self) -> int:
-        return self.capacity - sum(self.instances.values())
+        return self.capacity - self.used
+
+    def with_instances(self, instances: Mapping[str, int], used: int) -> DeciderState:
+        """This state with other instances, whose sum the caller has kept (`used`)."""
+        return DeciderState(self.policy, self.capacity, instances, self.metricals, self.idle, self.timing, used)
+
+    def with_metricals(self, metricals: Mapping[str, float], idle: frozenset[str],
+                       timing: Timing | None) -> DeciderState:
+        """This state with the same instances: a decision that moved nothing."""
+        return DeciderState(self.policy, self.capacity, self.instances, metricals, idle, timing, self.used)
 
 
 def mark(idle: frozenset[str], key: str, is_idle: bool) -> frozenset[str]:
