@@ -27,13 +27,14 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
+from immutables import Map
 from pydantic import TypeAdapter, ValidationError
 
 from schemas import dispatch as records
 from streams.core.admission import admit, reject
 from streams.core.deadletter import Rejected
 from streams.core.dispatch.heap import Heap, advance, entries, of_sorted, pop, push, push_run
-from streams.core.dispatch.state import DispatchState, Job, Worker
+from streams.core.dispatch.state import DispatchState, Job, Jobs, Worker
 from streams.core.intake import error_text, readable
 from streams.core.outputs import Emit
 from streams.core.source import SourceRecord, cause_of, event_time, named_key, record_key
@@ -249,29 +250,41 @@ def _running(state: DispatchState, uuid: str, verb: str, attempt: int | None) ->
 
 
 def _put(state: DispatchState, name: str, worker: Worker) -> DispatchState:
-    """`state` with `worker`; a worker with no cap, nothing running and nothing pending is not kept.
+    """`state` with `worker` (see `_offered`): the cold paths' way, one lookup of the worker it replaces."""
+    workers, tops = _offered(state.workers, state.tops, name, worker, state.workers.get(name))
+    return state._replace(workers=workers, tops=tops)
 
-    Keeps `tops`: a worker that has room and whose queue's top is new (or whose room is) offers its top."""
+
+def _offered(workers: Map[str, Worker], tops: Heap, name: str, worker: Worker,
+             old: Worker | None) -> tuple[Map[str, Worker], Heap]:
+    """`workers` with `worker` in place of `old` (None: it had none), and `tops` kept: a worker that has room
+    and whose queue's top is new (or whose room is) offers its top. A worker with no cap, nothing running and
+    nothing pending is not kept.
+
+    Takes the parts of the state, not the state, and the worker it replaces, which the caller has looked up
+    already: the hot path (a finish and the start it makes room for) builds one state a command, not one a
+    change."""
     if worker.max is None and not worker.running and not worker.pending:
-        return state._replace(workers=state.workers.delete(name)) if name in state.workers else state
+        return (workers if old is None else workers.delete(name)), tops
     ready = worker.ready
-    if ready is not None and worker.has_room():
-        old = state.workers.get(name)
-        if old is None or old.ready is None or old.ready.item is not ready.item or not old.has_room():
-            acceptable, order, uuid, _, _ = ready.item
-            return state._replace(workers=state.workers.set(name, worker),
-                                  tops=push(state.tops, (acceptable, order, uuid, name)))
-    return state._replace(workers=state.workers.set(name, worker))
+    if ready is not None and worker.has_room() and (
+            old is None or old.ready is None or old.ready.item is not ready.item or not old.has_room()):
+        acceptable, order, uuid, _, _ = ready.item
+        tops = push(tops, (acceptable, order, uuid, name))
+    return workers.set(name, worker), tops
 
 
 def _forget(state: DispatchState, job: Job) -> DispatchState:
     """`state` without `job` (finished, cancelled, or failed for good); its queue entries go stale."""
-    worker = state.worker(job.worker)
+    old = state.workers.get(job.worker)
+    worker = old or Worker()
+    running = state.running
     if job.running:
-        worker, running = worker._replace(running=worker.running - 1), state.running - 1
+        worker, running = Worker(worker.max, worker.running - 1, worker.pending, worker.ready), running - 1
     else:
-        worker, running = worker._replace(pending=worker.pending - 1), state.running
-    return _put(state._replace(jobs=state.jobs.delete(job.uuid), running=running), job.worker, worker)
+        worker = Worker(worker.max, worker.running, worker.pending - 1, worker.ready)
+    workers, tops = _offered(state.workers, state.tops, job.worker, worker, old)
+    return state._replace(jobs=state.jobs.delete(job.uuid), running=running, workers=workers, tops=tops)
 
 
 def _end_attempt(state: DispatchState, job: Job, out: Out, error: str) -> DispatchState:
@@ -300,9 +313,8 @@ def _startable(state: DispatchState) -> DispatchState:
     return state._replace(waiting=waiting)
 
 
-def _ready(state: DispatchState, heap: Heap) -> Heap:
+def _ready(jobs: Jobs, heap: Heap) -> Heap:
     """`heap` without the stale entries at its top."""
-    jobs = state.jobs
     while heap is not None:
         _, order, uuid, _, _ = heap.item
         job = jobs.get(uuid)
@@ -312,37 +324,47 @@ def _ready(state: DispatchState, heap: Heap) -> Heap:
     return None
 
 
+def _started(job: Job, now: int) -> Job:
+    """`job`'s next attempt, running from `now` (built whole: a `_replace` costs twice as much)."""
+    return Job(job.uuid, job.external_id, job.info, job.worker, job.expected_start, job.acceptable_start, job.order,
+               job.max_retries, job.timeout_ms, job.attempt + 1, True, now, now + job.timeout_ms)
+
+
 def _schedule(state: DispatchState, out: Out) -> DispatchState:
-    """Start startable jobs, earliest acceptable start first, while the namespace's and their worker's caps allow."""
-    tops, now = state.tops, state.now
-    while tops is not None and state.running < state.max:
+    """Start startable jobs, earliest acceptable start first, while the namespace's and their worker's caps allow.
+
+    The next candidate is the top of `tops` (each worker with room offers its queue's top), so a start looks at
+    the one worker it starts a job of. The parts a start changes are kept in locals and the state is built once
+    at the end: a state per start cost more than the start."""
+    tops, now, running, cap = state.tops, state.now, state.running, state.max
+    jobs, workers, deadlines, entries = state.jobs, state.workers, state.deadlines, state.deadline_entries
+    while tops is not None and running < cap:
         _, order, uuid, name = tops.item
         tops = pop(tops)
-        worker = state.workers.get(name)
+        worker = workers.get(name)
         if worker is None or worker.ready is None or not worker.has_room():
             continue  # the worker offers again when it has room
         top = worker.ready.item
         if top[2] != uuid or top[1] != order:
             continue  # an older offer: the worker's current top has its own entry
-        state = state._replace(tops=tops)
-        job = state.jobs.get(uuid)
+        job = jobs.get(uuid)
         if job is None or job.running or job.order != order:  # a dead entry at the worker's top: offer the next
-            state = _put(state, name, worker._replace(ready=_ready(state, advance(worker.ready))))
-            tops = state.tops
+            cleaned = Worker(worker.max, worker.running, worker.pending, _ready(jobs, advance(worker.ready)))
+            workers, tops = _offered(workers, tops, name, cleaned, worker)
             continue
-        job = job._replace(attempt=job.attempt + 1, running=True, started_at=now, deadline=now + job.timeout_ms)
-        state = state._replace(jobs=state.jobs.set(job.uuid, job), running=state.running + 1,
-                               deadlines=push(state.deadlines, (job.deadline, order, job.attempt, uuid)),
-                               deadline_entries=state.deadline_entries + 1)
-        state = _put(state, name, worker._replace(running=worker.running + 1, pending=worker.pending - 1,
-                                                  ready=_ready(state, advance(worker.ready))))
-        tops = state.tops
+        job = _started(job, now)
+        jobs, running, entries = jobs.set(uuid, job), running + 1, entries + 1
+        deadlines = push(deadlines, (job.deadline, order, job.attempt, uuid))
+        busier = Worker(worker.max, worker.running + 1, worker.pending - 1, _ready(jobs, advance(worker.ready)))
+        workers, tops = _offered(workers, tops, name, busier, worker)
         out.emit(JOB_STARTS, {"type": "JobStarted", "namespace": out.namespace, "uuid": uuid,
                               "external_id": job.external_id, "worker": name, "info": job.info,
                               "attempt": job.attempt, "started_at": now, "deadline": job.deadline,
                               "expected_start": job.expected_start, "acceptable_start": job.acceptable_start})
-    state = state._replace(tops=tops)
-    if state.deadline_entries > 2 * state.running + STALE_DEADLINES:
+    if tops is not state.tops:
+        state = state._replace(jobs=jobs, running=running, workers=workers, tops=tops, deadlines=deadlines,
+                               deadline_entries=entries)
+    if entries > 2 * running + STALE_DEADLINES:
         state = _without_stale_deadlines(state)
     return state
 
@@ -368,7 +390,7 @@ def _health(state: DispatchState, out: Out) -> DispatchState:
     for name in sorted(state.workers):
         worker = state.workers[name]
         workers[name] = {"running": worker.running, "max": worker.max, "pending": worker.pending}
-        ready = _ready(state, worker.ready)
+        ready = _ready(state.jobs, worker.ready)
         if ready is not worker.ready:
             state = _put(state, name, worker._replace(ready=ready))
         if ready is not None and (oldest is None or ready.item[0] < oldest):

@@ -69,7 +69,20 @@ def of_sorted(items: list[tuple[Any, ...]]) -> Heap:
 
 
 def push(heap: Heap, item: tuple[Any, ...]) -> Heap:
-    return merge(heap, Node(1, item, None, None))
+    """`heap` with `item`: `merge` with a one-node heap, without its swaps (every start pushes twice). Down
+    the right spine past the entries not above `item`; its node takes the rest of the spine as its left
+    child, then the spine is rebuilt as `merge` rebuilds it, so the heap is the very one `merge` makes."""
+    spine = []
+    while heap is not None and not item < heap.item:
+        spine.append(heap)
+        heap = heap.right
+    merged = Node(1, item, heap, None)
+    for node in reversed(spine):
+        left, right = node.left, merged
+        if left is None or left.rank < right.rank:
+            left, right = right, left
+        merged = Node(1 if right is None else right.rank + 1, node.item, left, right)
+    return merged
 
 
 def pop(heap: Node) -> Heap:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streams.core.dispatch.heap import Heap, advance, entries, of_sorted, pop, push, push_run
+from streams.core.dispatch.heap import Heap, Node, advance, entries, merge, of_sorted, pop, push, push_run
 
 keys = st.lists(st.integers(0, 50), max_size=30)
 
@@ -49,3 +49,16 @@ def test_a_heap_built_from_sorted_entries_takes_pushes_and_lists_every_entry(bui
     everything = items + [(k, len(built) + i) for i, k in enumerate(more)]
     assert sorted(entries(heap)) == sorted(everything)
     assert drain(heap) == sorted(everything)
+
+
+@given(keys, st.lists(st.booleans(), max_size=30))
+def test_a_push_makes_the_heap_a_merge_with_one_node_makes(pushed: list[int], pops: list[bool]) -> None:
+    """`push` walks the right spine itself: node for node the heap `merge` makes (ties included), so the queues'
+    shapes, and the order of equal entries, are what they were."""
+    mine: Heap = None
+    merged: Heap = None
+    for i, k in enumerate(pushed):
+        mine, merged = push(mine, (k % 7, 0)), merge(merged, Node(1, (k % 7, 0), None, None))
+        assert mine == merged
+        if i < len(pops) and pops[i] and mine is not None and merged is not None:
+            mine, merged = pop(mine), pop(merged)
