@@ -37,14 +37,19 @@ def merge(a: Heap, b: Heap) -> Heap:
         spine.append(a)
         a = a.right
     merged = a if b is None else b
+    return _rebuilt(spine, merged) if merged is not None else None
+
+
+def _rebuilt(spine: list[Node], merged: Node) -> Node:
+    """Back up the right spine walked down (emptying it), each node over `merged` so far, its deeper-ranked child
+    on the left."""
     while spine:  # not `reversed(spine)`: mypyc 2.4 fails on it for a NamedTuple holding Any
-        node, child = spine.pop(), merged
-        assert child is not None
+        node = spine.pop()
         # no swap of two variables narrowed differently: mypyc types each by its first assignment
-        if node.left is None or node.left.rank < child.rank:
-            left, right = child, node.left
+        if node.left is None or node.left.rank < merged.rank:
+            left, right = merged, node.left
         else:
-            left, right = node.left, child
+            left, right = node.left, merged
         merged = Node(1 if right is None else right.rank + 1, node.item, left, right)
     return merged
 
@@ -72,17 +77,11 @@ def push(heap: Heap, item: tuple[Any, ...]) -> Heap:
     """`heap` with `item`: `merge` with a one-node heap, without its swaps (every start pushes twice). Down
     the right spine past the entries not above `item`; its node takes the rest of the spine as its left
     child, then the spine is rebuilt as `merge` rebuilds it, so the heap is the very one `merge` makes."""
-    spine = []
+    spine: list[Node] = []
     while heap is not None and not item < heap.item:
         spine.append(heap)
         heap = heap.right
-    merged = Node(1, item, heap, None)
-    for node in reversed(spine):
-        left, right = node.left, merged
-        if left is None or left.rank < right.rank:
-            left, right = right, left
-        merged = Node(1 if right is None else right.rank + 1, node.item, left, right)
-    return merged
+    return _rebuilt(spine, Node(1, item, heap, None))
 
 
 def pop(heap: Node) -> Heap:
