@@ -48,6 +48,7 @@ def generate(path: Path, records: int, pools: int = 20, apps: int = 10, seed: in
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--jobs", type=int, default=0, help="replay's processes (0: one per core)")
     parser.add_argument("--log", type=Path, default=Path(__file__).resolve().parent / "results" / "replay-log.jsonl")
     args = parser.parse_args()
     args.log.parent.mkdir(parents=True, exist_ok=True)
@@ -55,13 +56,15 @@ def main() -> None:
         generate(args.log, args.records)
     out = args.log.with_suffix(".out.jsonl")
     started = time.perf_counter()
-    proc = subprocess.run([TRIBUNAL, "replay", "--input", str(args.log), "--output", str(out)],
+    proc = subprocess.run([TRIBUNAL, "replay", "--input", str(args.log), "--output", str(out),
+                           "--jobs", str(args.jobs)],
                           capture_output=True, text=True, check=True)
     elapsed = time.perf_counter() - started
     print(describe())
     print(proc.stderr.strip())
+    sizes = f"input {args.log.stat().st_size / 1e6:.0f} MB, output {out.stat().st_size / 1e6:.0f} MB"
     print(f"tribunal replay: {args.records:,} records in {elapsed:.1f}s wall = {args.records / elapsed:,.0f} records/s "
-          f"(input {args.log.stat().st_size / 1e6:.0f} MB, output {out.stat().st_size / 1e6:.0f} MB)")
+          f"({sizes}, --jobs {args.jobs})")
 
 
 if __name__ == "__main__":
