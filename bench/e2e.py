@@ -30,6 +30,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from collections.abc import Iterable
@@ -239,9 +240,10 @@ def bare_faust(bootstrap: str, records: int) -> float:
     asyncio.run(create(bootstrap, ["faust-in"]))
     asyncio.run(produce(bootstrap, "faust-in", metrics(records, 3)))
     script = Path(__file__).with_name("bare_faust.py")
-    proc = subprocess.run([sys.executable, str(script), "worker", "-l", "warn"], cwd=script.parent, timeout=600,
-                          env={**os.environ, "BARE_BOOTSTRAP": bootstrap, "BARE_TOPIC": "faust-in",
-                               "BARE_COUNT": str(records)}, capture_output=True, text=True)
+    with tempfile.TemporaryDirectory() as home:  # Faust's data directory (`<app id>-data/`) goes there, not in bench/
+        proc = subprocess.run([sys.executable, str(script), "worker", "-l", "warn"], cwd=home, timeout=600,
+                              env={**os.environ, "BARE_BOOTSTRAP": bootstrap, "BARE_TOPIC": "faust-in",
+                                   "BARE_COUNT": str(records)}, capture_output=True, text=True)
     rates = [line.split()[-1] for line in (proc.stdout + proc.stderr).splitlines() if "rate " in line]
     if not rates:
         raise RuntimeError(f"bare Faust agent printed no rate:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
