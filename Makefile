@@ -14,7 +14,7 @@ run: setup
 # core's tests again as pure Python (TRIBUNAL_PURE=1, 10 examples a property), as setup compiled it where it could.
 test: test-setup lint docs
 	HYPOTHESIS_PROFILE=ci .venv/bin/pytest --durations=25
-	TRIBUNAL_PURE=1 HYPOTHESIS_PROFILE=dev .venv/bin/pytest -q -m "not integration" tests/core tests/test_compiled.py
+	TRIBUNAL_PURE=1 HYPOTHESIS_PROFILE=dev .venv/bin/pytest -q -m "not integration" tests/core
 
 # The inner loop: the pure core, schemas, replay and audit on logs, no broker (under a minute).
 test-fast: test-setup

@@ -6,6 +6,6 @@ around them (Faust agents, the CLI, the local infrastructure).
 
 __version__ = "0.1.0"
 
-from streams.compiled import choose
+from streams.compiled import running
 
-choose()  # before anything imports the core: its compiled extensions, or its sources (streams/compiled.py)
+running()  # before anything imports the core: its compiled extensions, or its sources (streams/compiled.py)

@@ -7,12 +7,13 @@ nothing was compiled (no C compiler), or when a source changed since the build: 
 built from older sources would run code that no one can read any more. A finder placed ahead of
 the standard ones then loads the core's sources and never its extensions.
 
-`choose()` runs when `streams` is imported, before anything imports the core; `running()` says
-what it chose, for `tribunal --version` and the worker's start-up line.
+`running()` decides when `streams` is imported, before anything imports the core, and says what it
+decided for `tribunal --version` and the worker's start-up line.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.abc
 import importlib.machinery
@@ -28,8 +29,6 @@ STAMP = CORE / ".compiled"  # the digest of the sources the extensions were buil
 # Not compiled: packages' re-exports, the registry of folds, and what operators read (not on a record's path).
 COMPILED = "compiled (mypyc)"
 SKIPPED = frozenset({"__init__.py", "folds.py", "view.py"})
-
-_chosen: list[str] = []  # what `choose` decided, for `running`
 
 
 def sources(core: Path = CORE) -> list[Path]:
@@ -73,21 +72,16 @@ def verdict(pure: bool, stamp: str | None, current: str) -> str:
     return COMPILED
 
 
-def choose() -> str:
-    """Run the compiled core when it is there and current, else make the core load as pure Python."""
-    if _chosen:
-        return _chosen[0]
+@functools.cache
+def running() -> str:
+    """Which core this process runs: "compiled (mypyc)", or "pure Python (why)". Decided once, on the first call
+    (`import streams` makes it, before anything imports the core): where it is pure Python, a finder placed
+    ahead of the standard ones loads the core's sources, never its extensions."""
     pure = os.environ.get("TRIBUNAL_PURE", "") not in ("", "0")
     stamp = STAMP.read_text().strip() if STAMP.exists() else None
     why = verdict(pure, stamp, digest() if stamp is not None and not pure else "")
-    if why != COMPILED and not any(isinstance(f, SourcesOnly) for f in sys.meta_path):
+    if why != COMPILED:
         sys.meta_path.insert(0, SourcesOnly())
         if stamp is not None and not pure:
             print(f"tribunal: the core runs as {why}", file=sys.stderr)
-    _chosen.append(why)
     return why
-
-
-def running() -> str:
-    """What runs the core in this process: "compiled (mypyc)", or "pure Python (why)"."""
-    return choose()
