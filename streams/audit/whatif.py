@@ -146,7 +146,7 @@ def _replay(records: list[tuple[SourceRecord, str]], in_range: Callable[[SourceR
             run.start = _instances(state)
             if candidate is not None and state.decider is not None and state.decider.policy.source != candidate:
                 adopted, verdict = decider.adopt(state.decider, candidate, record.timestamp)
-                state, run.adopted = state._replace(decider=adopted), verdict.reason
+                state, run.adopted = state.with_decider(adopted), verdict.reason
             switched = candidate is not None
         if switched and record.value != as_record and _is_decider_policy(record, logical):
             record = record._replace(value=as_record)

@@ -1,6 +1,6 @@
 """What every fold does before and instead of folding a record: recognise a redelivery, dead-letter a reject.
 
-Written once for all folds: a fold's state is a named tuple carrying `offsets` (the last input
+Written once for all folds: a fold's state is a named tuple (or a native class with the same `_replace`) carrying `offsets` (the last input
 offset applied per topic partition), `applied` (how many inputs so far: the next one's
 `cause.position`) and per-stream `seqs` behind `next_seq`. Frozen state is copied one way
 everywhere, the named tuple's `_replace`; only the pool fold's decision path builds its two
@@ -32,7 +32,8 @@ class Applied(Protocol):
 
     def next_seq(self, stream: str) -> tuple[Self, int]: ...
 
-    def _replace(self, *, offsets: Mapping[str, int], applied: int) -> Self: ...  # a named tuple's
+    def _replace(self, *, offsets: Mapping[str, int], applied: int) -> Self: ...  # a named tuple's (a native
+    # class's state, the pools', defines one of these two fields)
 
 
 S = TypeVar("S", bound=Applied)

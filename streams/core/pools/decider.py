@@ -94,7 +94,7 @@ def _timing(policy: CompiledPolicy, before: Timing | None, metricals: Mapping[st
 def set_capacity(state: DeciderState, capacity: int) -> tuple[DeciderState, Verdict]:
     """PoolCapacitySet: a new capacity; evict from the lowest priority first if it no longer fits."""
     before = state.capacity
-    state, moves, note = _evict(state._replace(capacity=capacity))
+    state, moves, note = _evict(state.with_capacity(capacity))
     if moves:
         return state, decided("evicted", "capacity_evicted", f"capacity {before} -> {capacity}; {note}", moves)
     return state, decided("resized", "capacity_set", f"capacity {before} -> {capacity}; free {state.free}")
@@ -187,20 +187,20 @@ def on_report(state: DeciderState, app_key: str, metrical: float, at: int) -> tu
     timing = timing._replace(reported={**timing.reported, app_key: at}, reports=reports,
                              numbers={**timing.numbers, app_key: number}, stale=timing.stale - {app_key})
     metricals = {**state.metricals, app_key: metrical}
-    new, verdict = _decide(state._replace(timing=timing), rule, metrical, metricals,
+    new, verdict = _decide(state.with_timing(timing), rule, metrical, metricals,
                            mark(state.idle, app_key, number < 0), number)
     if window is None:
         return new, verdict
     shaped = {"stabilization": window.as_record()}
     if window.applied == raw:
-        return new, verdict._replace(shaped=shaped)
+        return new, verdict.shaped_as(shaped)
     field_ = f"scale_{window.direction}_stabilization_s"
     if window.applied == 0:
         would = "gives up" if raw < 0 else "grows"
-        return new, verdict._replace(reason_code="stabilized", shaped=shaped, reason=(
+        return new, verdict.shaped_as(shaped, reason_code="stabilized", reason=(
             f"{rule.name} at {metrical:g} maps to Number {raw:+d}, held: within {field_} {window.seconds:g}, not "
             f"every report {would}"))
-    return new, verdict._replace(shaped=shaped, reason=(
+    return new, verdict.shaped_as(shaped, reason=(
         f"{verdict.reason} (Number {raw:+d} stabilized to {window.applied:+d}: the smallest of the reports "
         f"within {field_} {window.seconds:g})"))
 
@@ -214,7 +214,7 @@ def advance(state: DeciderState, at: int, fresh: str | None = None) -> tuple[Dec
     timing = state.timing
     if timing is None or at <= timing.now:
         return state, []
-    state = state._replace(timing=timing._replace(now=at))
+    state = state.with_timing(timing._replace(now=at))
     steps: list[Step] = []
     for key in went_stale(timing, state.policy.stale_ms, at, fresh):
         state, verdict = _go_stale(state, state.policy.by_key[key], at)
@@ -234,13 +234,13 @@ def _go_stale(state: DeciderState, rule: AppRule, now: int) -> tuple[DeciderStat
     number = {"hold": 0, "idle": GIVE_ALL}.get(rule.on_stale, rule.number(metrical))
     timing = timing._replace(stale=timing.stale | {rule.key}, numbers={**timing.numbers, rule.key: number})
     metricals = {**state.metricals, rule.key: metrical}
-    new, verdict = _decide(state._replace(timing=timing), rule, metrical, metricals,
+    new, verdict = _decide(state.with_timing(timing), rule, metrical, metricals,
                            mark(state.idle, rule.key, number < 0), number)
     handled = {"hold": f"held at {state.instances[rule.key]} instances, gives none up",
                "idle": "handled as idle, offers all above MinNum",
                "fallback": f"decided as if it reported {metrical:g}"}[rule.on_stale]
     detail = "" if rule.on_stale == "hold" else f": {verdict.reason}"
-    return new, verdict._replace(reason_code="stale_metric", reason=f"{head}: {handled}{detail}", shaped=shaped)
+    return new, verdict.shaped_as(shaped, reason=f"{head}: {handled}{detail}", reason_code="stale_metric")
 
 
 def _idle(state: DeciderState, rule: AppRule, metrical: float, metricals: dict[str, float],

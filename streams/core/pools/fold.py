@@ -9,7 +9,7 @@ to the dead-letter stream with the reason; it is idempotent by input offset.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any, Final, final
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -38,14 +38,37 @@ _POLICY = TypeAdapter(PolicyRecord)
 _CLUSTER = TypeAdapter(ClusterEvent)
 
 
-class PoolState(NamedTuple):
-    """A pool's state; a named tuple, built once or twice per record (see `streams.core.outputs`)."""
+@final
+class PoolState:
+    """A pool's state: frozen (`Final` attributes), a native class built once or twice per record (see
+    `DeciderState`)."""
 
-    decider: DeciderState | None = None
-    justice: JusticeState | None = None
-    seqs: Mapping[str, int] = NO_COUNTS  # output stream -> last seq
-    offsets: Mapping[str, int] = NO_COUNTS  # "topic:partition" -> last offset applied
-    applied: int = 0  # inputs applied so far: the next one's `cause.position` is this + 1
+    __slots__ = ("applied", "decider", "justice", "offsets", "seqs")
+
+    def __init__(self, decider: DeciderState | None = None, justice: JusticeState | None = None,
+                 seqs: Mapping[str, int] = NO_COUNTS, offsets: Mapping[str, int] = NO_COUNTS, applied: int = 0
+                 ) -> None:
+        self.decider: Final = decider
+        self.justice: Final = justice
+        self.seqs: Final = seqs  # output stream -> last seq
+        self.offsets: Final = offsets  # "topic:partition" -> last offset applied
+        self.applied: Final = applied  # inputs applied so far: the next one's `cause.position` is this + 1
+
+    def _fields(self) -> tuple[object, ...]:
+        return (self.decider, self.justice, self.seqs, self.offsets, self.applied)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PoolState) and self._fields() == other._fields()
+
+    def __repr__(self) -> str:
+        return "PoolState" + repr(self._fields())
+
+    def _replace(self, *, offsets: Mapping[str, int], applied: int) -> PoolState:
+        """The copy `streams.core.admission` makes of every fold's state (a named tuple's method of this name)."""
+        return PoolState(self.decider, self.justice, self.seqs, offsets, applied)
+
+    def with_decider(self, decider: DeciderState | None) -> PoolState:
+        return PoolState(decider, self.justice, self.seqs, self.offsets, self.applied)
 
     def next_seq(self, stream: str) -> tuple[PoolState, int]:
         return self.numbered(stream, self.decider, self.justice)
@@ -119,7 +142,7 @@ def _cluster(state: PoolState, record: SourceRecord, pool: str) -> tuple[PoolSta
         if state.decider is None or state.decider.timing is None:
             return state, []
         state, current, emits = _advance(state, record, pool, state.decider, event_time(record))
-        return state._replace(decider=current), emits
+        return state.with_decider(current), emits
     current = _decider_of(state, pool)
     state, current, emits = _advance(state, record, pool, current, event_time(record))
     if isinstance(event, PoolCapacitySet):

@@ -4,31 +4,48 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, Final, final
 
 from schemas.decisions import Outcome, Round
 from streams.core.pools.rules import NEUTRAL, AppRule, CompiledPolicy
 from streams.core.pools.timing import Timing
 
 
-class DeciderState(NamedTuple):
-    """A pool's decider state; a named tuple, built once per record (see `streams.core.outputs`).
+@final
+class DeciderState:
+    """A pool's decider state: frozen (its attributes are `Final`, read-only when compiled), a native class.
+
+    Built once or twice per record, so not a named tuple: compiled by mypyc, building this costs a C call where
+    a named tuple's `__new__` and `_replace` stay Python functions (about fifteen times the cost, measured).
 
     `instances` and `metricals` hold every app of the policy, in the policy's rule order (`of`
     makes it so, and every fold copies or updates them in place of order): outputs list apps in
     that order, and where names are keys they are the output's mappings as they stand.
     """
 
-    policy: CompiledPolicy
-    capacity: int
-    instances: Mapping[str, int]
-    metricals: Mapping[str, float]
-    idle: frozenset[str]  # apps whose last metrical maps to a negative Number (`timing.numbers`)
-    timing: Timing | None  # only under a policy with options measured in time
-    used: int  # sum(instances.values()), kept as instances change: `free` must not walk every app per decision
+    __slots__ = ("capacity", "idle", "instances", "metricals", "policy", "timing", "used")
 
-    @classmethod
-    def of(cls, policy: CompiledPolicy, capacity: int, instances: Mapping[str, int],
+    def __init__(self, policy: CompiledPolicy, capacity: int, instances: Mapping[str, int],
+                 metricals: Mapping[str, float], idle: frozenset[str], timing: Timing | None, used: int) -> None:
+        self.policy: Final = policy
+        self.capacity: Final = capacity
+        self.instances: Final = instances
+        self.metricals: Final = metricals
+        self.idle: Final = idle  # apps whose last metrical maps to a negative Number (`timing.numbers`)
+        self.timing: Final = timing  # only under a policy with options measured in time
+        self.used: Final = used  # sum(instances.values()), kept as instances change: `free` must not walk every app
+
+    def _fields(self) -> tuple[object, ...]:
+        return (self.policy, self.capacity, self.instances, self.metricals, self.idle, self.timing, self.used)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, DeciderState) and self._fields() == other._fields()
+
+    def __repr__(self) -> str:
+        return "DeciderState" + repr(self._fields())
+
+    @staticmethod
+    def of(policy: CompiledPolicy, capacity: int, instances: Mapping[str, int],
            metricals: Mapping[str, float], timing: Timing | None = None) -> DeciderState:
         keys = [r.key for r in policy.rules]
         instances, metricals = {k: instances[k] for k in keys}, {k: metricals[k] for k in keys}
@@ -36,7 +53,7 @@ class DeciderState(NamedTuple):
             idle = frozenset(k for k, m in metricals.items() if policy.by_key[k].number(m) < 0)
         else:
             idle = frozenset(k for k in keys if timing.numbers[k] < 0)
-        return cls(policy, capacity, instances, metricals, idle, timing, sum(instances.values()))
+        return DeciderState(policy, capacity, instances, metricals, idle, timing, sum(instances.values()))
 
     def by_name(self) -> tuple[Mapping[str, int], Mapping[str, float]]:
         """Instances and metricals keyed by the apps' names, in rule order (the states' own where names
@@ -61,6 +78,12 @@ class DeciderState(NamedTuple):
         """This state with the same instances: a decision that moved nothing."""
         return DeciderState(self.policy, self.capacity, self.instances, metricals, idle, timing, self.used)
 
+    def with_capacity(self, capacity: int) -> DeciderState:
+        return DeciderState(self.policy, capacity, self.instances, self.metricals, self.idle, self.timing, self.used)
+
+    def with_timing(self, timing: Timing | None) -> DeciderState:
+        return DeciderState(self.policy, self.capacity, self.instances, self.metricals, self.idle, timing, self.used)
+
 
 def mark(idle: frozenset[str], key: str, is_idle: bool) -> frozenset[str]:
     if (key in idle) == is_idle:
@@ -68,15 +91,40 @@ def mark(idle: frozenset[str], key: str, is_idle: bool) -> frozenset[str]:
     return idle | {key} if is_idle else idle - {key}
 
 
-class Verdict(NamedTuple):
-    outcome: Outcome
-    requested: int
-    granted: int
-    moves: tuple[MoveRecord, ...]
-    scores: Mapping[str, float]
-    reason_code: str
-    reason: str
-    shaped: Mapping[str, Any] | None = None  # what else shaped it: a stabilization window, stale handling
+@final
+class Verdict:
+    """What a decision says; built once per record, a native class for the reason `DeciderState` is."""
+
+    __slots__ = ("granted", "moves", "outcome", "reason", "reason_code", "requested", "scores", "shaped")
+
+    def __init__(self, outcome: Outcome, requested: int, granted: int, moves: tuple[MoveRecord, ...],
+                 scores: Mapping[str, float], reason_code: str, reason: str,
+                 shaped: Mapping[str, Any] | None = None) -> None:
+        self.outcome: Final = outcome
+        self.requested: Final = requested
+        self.granted: Final = granted
+        self.moves: Final = moves
+        self.scores: Final = scores
+        self.reason_code: Final = reason_code
+        self.reason: Final = reason
+        self.shaped: Final = shaped  # what else shaped it: a stabilization window, stale handling
+
+    def _fields(self) -> tuple[object, ...]:
+        return (self.outcome, self.requested, self.granted, self.moves, self.scores, self.reason_code, self.reason,
+                self.shaped)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Verdict) and self._fields() == other._fields()
+
+    def __repr__(self) -> str:
+        return "Verdict" + repr(self._fields())
+
+    def shaped_as(self, shaped: Mapping[str, Any], reason: str | None = None, reason_code: str | None = None
+                  ) -> Verdict:
+        """This verdict as a stabilization window or stale handling shaped it (its reason, if given, replaced)."""
+        return Verdict(self.outcome, self.requested, self.granted, self.moves, self.scores,
+                       self.reason_code if reason_code is None else reason_code,
+                       self.reason if reason is None else reason, shaped)
 
 
 MoveRecord = dict[str, Any]  # a `schemas.decisions.Move`, laid out as it is serialised
