@@ -4,14 +4,14 @@ Streams are named logically (`scaling-decisions`, `dlq`); the shell maps them to
 names (with the deployment's prefix, or `<input topic>.dlq`), so the core never knows where it
 runs. A record is a pydantic model, or, on the hot paths, a plain mapping laid out in the field
 order of its model in `schemas/` (tests validate every such output against its model). Records
-built once per input are named tuples, not frozen dataclasses: as immutable, and built in a third
-of the time (a frozen dataclass sets each field through `object.__setattr__`).
+built once per input are native classes with `Final` attributes (compiled by mypyc, a C call to
+build, where a named tuple's `__new__` stays a Python function), or named tuples.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any, Final, final
 
 import orjson
 
@@ -31,10 +31,23 @@ def topic_of(stream: str, source_topic: str, prefix: str) -> str:
     return dlq_topic(source_topic) if stream == DLQ else prefix + stream
 
 
-class Emit(NamedTuple):
-    stream: str
-    key: str
-    record: Record | Mapping[str, Any]
+@final
+class Emit:
+    """One output record; a native class (built once or twice per input: see `streams.core.pools.verdicts`)."""
+
+    __slots__ = ("key", "record", "stream")
+
+    def __init__(self, stream: str, key: str, record: Record | Mapping[str, Any]) -> None:
+        self.stream: Final = stream
+        self.key: Final = key
+        self.record: Final = record
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Emit) and (self.stream, self.key, self.record) == (other.stream, other.key,
+                                                                                    other.record)
+
+    def __repr__(self) -> str:
+        return f"Emit({self.stream!r}, {self.key!r}, {self.record!r})"
 
     def value_bytes(self) -> bytes:
         """The canonical encoding: compact UTF-8 JSON, fields in model order; same record, same bytes."""

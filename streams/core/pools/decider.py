@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from schemas.policy import DeciderPolicy
 from streams.core.pools.grants import grow
-from streams.core.pools.rules import FREE, NEUTRAL, AppRule, CompiledPolicy, compile_policy
+from streams.core.pools.rules import FREE, NEUTRAL, AppRule, CompiledPolicy, compile_policy, shown
 from streams.core.pools.timing import GIVE_ALL, Timing, reported, stabilized, went_stale
 from streams.core.pools.verdicts import (
     DeciderState,
@@ -161,7 +161,7 @@ def _decide(state: DeciderState, rule: AppRule, metrical: float, metricals: dict
     """What `rule`'s app standing at `number` (its metrical's, or as stabilized) gets."""
     if number == 0:
         return state.with_metricals(metricals, idle, state.timing), decided(
-            "steady", "steady", f"{rule.name} at {metrical:g} maps to Number 0: nothing moves")
+            "steady", "steady", f"{rule.name} at {shown(metrical)} maps to Number 0: nothing moves")
     if number < 0:
         return _idle(state, rule, metrical, metricals, idle, number)
     return grow(state, rule, metrical, metricals, idle, number)
@@ -248,7 +248,7 @@ def _idle(state: DeciderState, rule: AppRule, metrical: float, metricals: dict[s
     offer = offered(rule, state.instances[rule.key], number)
     if offer == 0:
         return state.with_metricals(metricals, idle, state.timing), decided(
-            "idle", "idle_at_min", f"{rule.name} at {metrical:g} is idle but already at MinNum {rule.min_num}")
+            "idle", "idle_at_min", f"{rule.name} at {shown(metrical)} is idle but already at MinNum {rule.min_num}")
     if rule.eager:
         capped = move_cap(state.policy, offer)
         instances = {**state.instances, rule.key: state.instances[rule.key] - capped}
@@ -256,7 +256,8 @@ def _idle(state: DeciderState, rule: AppRule, metrical: float, metricals: dict[s
         timing, idle = reset(state.timing, rule, idle)
         new = DeciderState(state.policy, state.capacity, instances, metricals, idle, timing, state.used - capped)
         return new, decided(
-            "idle", "idle_released", f"{rule.name} at {metrical:g} released {capped} to the free pool (eager)"
+            "idle", "idle_released", f"{rule.name} at {shown(metrical)} released {capped} to the free pool (eager)"
             + cap_note(state.policy, offer, capped), [move(rule.name, FREE, capped, "release")])
     return state.with_metricals(metricals, idle, state.timing), decided(
-        "idle", "idle_offered", f"{rule.name} at {metrical:g} offers {offer} (lazy: kept until someone needs them)")
+        "idle", "idle_offered",
+        f"{rule.name} at {shown(metrical)} offers {offer} (lazy: kept until someone needs them)")

@@ -7,29 +7,35 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import final
 
 from schemas.decisions import Outcome, Round
-from streams.core.pools.rules import FREE, NEUTRAL, AppRule, CompiledPolicy
+from streams.core.pools.rules import FREE, NEUTRAL, AppRule, CompiledPolicy, shown
 from streams.core.pools.timing import Timing
 from streams.core.pools.verdicts import DeciderState, MoveRecord, Verdict, cap_note, decided, move, move_cap, reset
 
 
-@dataclass(slots=True)
+@final
 class Grant:
-    """One growth decision while it is worked out: mutable inside the decision, frozen into a state after."""
+    """One growth decision while it is worked out: mutable inside the decision, frozen into a state after.
 
-    rule: AppRule
-    need: int
-    instances: dict[str, int]
-    metricals: dict[str, float]
-    idle: frozenset[str]
-    timing: Timing | None
-    used: int  # sum(instances.values()): what free capacity is left is capacity - used
-    moves: list[MoveRecord] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    scores: dict[str, float] = field(default_factory=dict)
+    A plain class, not a dataclass: compiled, a dataclass keeps the Python `__init__` the decorator wrote."""
+
+    __slots__ = ("idle", "instances", "metricals", "moves", "need", "notes", "rule", "scores", "timing", "used")
+
+    def __init__(self, rule: AppRule, need: int, instances: dict[str, int], metricals: dict[str, float],
+                 idle: frozenset[str], timing: Timing | None, used: int) -> None:
+        self.rule = rule
+        self.need = need
+        self.instances = instances
+        self.metricals = metricals
+        self.idle = idle
+        self.timing = timing
+        self.used = used  # sum(instances.values()): what free capacity is left is capacity - used
+        self.moves: list[MoveRecord] = []
+        self.notes: list[str] = []
+        self.scores: dict[str, float] = {}
 
     def take(self, donor: AppRule | None, count: int, round_: Round) -> None:
         """`count` instances to the growing app, from `donor` (None: free capacity)."""
@@ -61,7 +67,7 @@ def grow(state: DeciderState, rule: AppRule, metrical: float, metricals: dict[st
     outcome: Outcome = "scaled" if grant.need == 0 else ("partial" if granted else "rejected")
     code = {"scaled": "granted", "partial": "partially_granted", "rejected": "no_capacity"}[outcome]
     capped = f" (capped by MaxNum {rule.max_num})" if room < number else ""
-    reason = (f"{rule.name} at {metrical:g} wants +{wanted}{capped}{cap_note(state.policy, room, wanted)}: "
+    reason = (f"{rule.name} at {shown(metrical)} wants +{wanted}{capped}{cap_note(state.policy, room, wanted)}: "
               + "; ".join(grant.notes) + f"; granted {granted}")
     new = DeciderState(state.policy, state.capacity, grant.instances, grant.metricals, grant.idle, grant.timing,
                        grant.used)
@@ -130,13 +136,13 @@ def _by_preemption(state: DeciderState, grant: Grant) -> None:
     metricals = grant.metricals
     scores: list[int | Fraction] = []  # by position in `candidates`, which are in key order, as rules are
     room: list[int] = []
-    shown: dict[str, float] = {}
+    listed: dict[str, float] = {}
     for r in candidates:
         score = _score(metricals[r.key], r.priority)
         scores.append(score)
         room.append(instances[r.key] - r.min_num)
-        shown[r.name] = float(score)
-    grant.scores = shown
+        listed[r.name] = float(score)
+    grant.scores = listed
     taken = [(candidates[i].key, n) for i, n in _preempt(grant.need, scores, room)]
     for key, n in taken:
         grant.take(names[key], n, "preempt")
@@ -161,7 +167,7 @@ def _busy(state: DeciderState, rule: AppRule, metricals: Mapping[str, float], mo
     busy = [r for r in peers[:most + 1] if r is not rule][:most]
     if not busy:
         return ""
-    named = "; ".join(f"{r.name} (P{r.priority}) is not idle at {metricals[r.key]:g}" for r in busy)
+    named = "; ".join(f"{r.name} (P{r.priority}) is not idle at {shown(metricals[r.key])}" for r in busy)
     more = len(peers) - 1 - most
     return f" ({named}{f'; and {more} more' if more > 0 else ''})"
 

@@ -36,6 +36,16 @@ class AppRule:
         return known if known is not None else number_in(self.ranges, metrical)
 
 
+_SHOWN: dict[float, str] = {float(m): f"{float(m):g}" for m in range(METRICAL_MAX + 1)}
+
+
+def shown(metrical: float) -> str:
+    """`f"{metrical:g}"`, as reasons print a metrical: looked up for the integer scores most reports carry
+    (formatting a float is a good part of a small pool's decision)."""
+    known = _SHOWN.get(metrical)
+    return known if known is not None else f"{metrical:g}"
+
+
 def number_in(ranges: tuple[tuple[float, float, int], ...], metrical: float) -> int:
     """The Number of the first range holding `metrical` (`in_range`)."""
     for lo, hi, number in ranges:
