@@ -137,13 +137,17 @@ def _by_preemption(state: DeciderState, grant: Grant) -> None:
     scores: list[int | Fraction] = []  # by position in `candidates`, which are in key order, as rules are
     room: list[int] = []
     listed: dict[str, float] = {}
+    den = 1  # the scores' common denominator: 1 while every metrical is an integer, as most are
     for r in candidates:
         score = _score(metricals[r.key], r.priority)
+        if not isinstance(score, int):
+            den = math.lcm(den, score.denominator)
         scores.append(score)
         room.append(instances[r.key] - r.min_num)
         listed[r.name] = float(score)
     grant.scores = listed
-    taken = [(candidates[i].key, n) for i, n in _preempt(grant.need, scores, room)]
+    weight = [int(s * den) for s in scores] if den != 1 else [int(s) for s in scores]
+    taken = [(candidates[i].key, n) for i, n in _preempt(grant.need, weight, room)]
     for key, n in taken:
         grant.take(names[key], n, "preempt")
     grant.notes.append("preempted " + ", ".join(f"{names[k].name} {n}" for k, n in taken)
@@ -179,18 +183,17 @@ def _score(metrical: float, priority: int) -> int | Fraction:
     return 100 + priority * 10 - Fraction(metrical)
 
 
-def _preempt(need: int, scores: list[int | Fraction], room: list[int]) -> list[tuple[int, int]]:
+def _preempt(need: int, weight: list[int], room: list[int]) -> list[tuple[int, int]]:
     """Split `need` by score with largest-remainder rounding, capped by room; repeat until met.
 
     Candidates are positions in key order (ties go to the smaller one, the smaller name): (position, taken)
     of those that give, in that order. Ties for a leftover unit go to the higher score, then the app name.
-    Scores are exact (a float metrical is a binary fraction); scaled to integers by their common denominator,
-    every share is an integer division, and comparing fractional parts is comparing remainders. Every pass
-    hands out at least one unit while anyone has room, so the loop ends.
+    Scores are exact (a float metrical is a binary fraction); `weight` holds them scaled to integers by their
+    common denominator, so every share is an integer division, and comparing fractional parts is comparing
+    remainders. Every pass hands out at least one unit while anyone has room, so the loop ends. `room` is
+    what each can give, and is used up here.
     """
-    den = math.lcm(*(s.denominator for s in scores))
-    weight = [int(s * den) for s in scores] if den != 1 else [int(s) for s in scores]
-    left = list(room)  # what each can still give
+    left = room  # what each can still give
     taken = [0] * len(left)
     open_ = [i for i, n in enumerate(left) if n > 0]
     while need > 0 and open_:

@@ -4,7 +4,6 @@ app's case-folded name."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from schemas.policy import METRICAL_MAX, AppPolicy, DeciderPolicy
@@ -23,7 +22,7 @@ class AppRule:
     max_num: int | None
     eager: bool
     ranges: tuple[tuple[float, float, int], ...]
-    by_integer: Mapping[float, int] = field(default_factory=dict, compare=False)  # Number of 0.0 .. 100.0, precomputed
+    by_integer: dict[float, int] = field(default_factory=dict, compare=False)  # Number of 0.0 .. 100.0, precomputed
     up_ms: int = 0  # scale_up_stabilization_s, in ms (0: none)
     down_ms: int = 0  # scale_down_stabilization_s
     stale_ms: int | None = None  # stale_after_s
@@ -58,11 +57,11 @@ def number_in(ranges: tuple[tuple[float, float, int], ...], metrical: float) -> 
 class CompiledPolicy:
     version: str
     capacity: int | None
-    starting: Mapping[str, int]
+    starting: dict[str, int]
     rules: tuple[AppRule, ...]  # sorted by key
-    by_key: Mapping[str, AppRule] = field(compare=False)
-    lower_than: Mapping[int, tuple[AppRule, ...]] = field(compare=False)  # priority -> strictly lower rules
-    not_lower: Mapping[int, tuple[AppRule, ...]] = field(compare=False)  # priority -> rules of it or higher
+    by_key: dict[str, AppRule] = field(compare=False)
+    lower_than: dict[int, tuple[AppRule, ...]] = field(compare=False)  # priority -> strictly lower rules
+    not_lower: dict[int, tuple[AppRule, ...]] = field(compare=False)  # priority -> rules of it or higher
     names: tuple[tuple[str, str], ...] = field(compare=False)  # (name, key) of every rule, in rules order
     named_as_keys: bool = field(default=False, compare=False)  # every app's name is its key (no capitals)
     source: DeciderPolicy | None = field(default=None, compare=False)  # the record it was compiled from
@@ -70,7 +69,7 @@ class CompiledPolicy:
     max_moves: int | None = None  # max_moves_per_decision
     cooldown_ms: int | None = None  # preempted_cooldown_s
     timed: bool = False  # some option is measured in time: states keep a `Timing`
-    stale_ms: Mapping[str, int] = field(default_factory=dict, compare=False)  # app -> stale_after, of apps with one
+    stale_ms: dict[str, int] = field(default_factory=dict, compare=False)  # app -> stale_after, of apps with one
 
 
 def _ms(seconds: float | None) -> int:

@@ -25,8 +25,8 @@ class DeciderState:
 
     __slots__ = ("capacity", "idle", "instances", "metricals", "policy", "timing", "used")
 
-    def __init__(self, policy: CompiledPolicy, capacity: int, instances: Mapping[str, int],
-                 metricals: Mapping[str, float], idle: frozenset[str], timing: Timing | None, used: int) -> None:
+    def __init__(self, policy: CompiledPolicy, capacity: int, instances: dict[str, int],
+                 metricals: dict[str, float], idle: frozenset[str], timing: Timing | None, used: int) -> None:
         self.policy: Final = policy
         self.capacity: Final = capacity
         self.instances: Final = instances
@@ -69,11 +69,11 @@ class DeciderState:
     def free(self) -> int:
         return self.capacity - self.used
 
-    def with_instances(self, instances: Mapping[str, int], used: int) -> DeciderState:
+    def with_instances(self, instances: dict[str, int], used: int) -> DeciderState:
         """This state with other instances, whose sum the caller has kept (`used`)."""
         return DeciderState(self.policy, self.capacity, instances, self.metricals, self.idle, self.timing, used)
 
-    def with_metricals(self, metricals: Mapping[str, float], idle: frozenset[str],
+    def with_metricals(self, metricals: dict[str, float], idle: frozenset[str],
                        timing: Timing | None) -> DeciderState:
         """This state with the same instances: a decision that moved nothing."""
         return DeciderState(self.policy, self.capacity, self.instances, metricals, idle, timing, self.used)
