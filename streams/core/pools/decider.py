@@ -19,6 +19,7 @@ from streams.core.pools.rules import FREE, NEUTRAL, AppRule, CompiledPolicy, com
 from streams.core.pools.timing import GIVE_ALL, Timing, reported, stabilized, went_stale
 from streams.core.pools.verdicts import (
     DeciderState,
+    Idle,
     MoveRecord,
     Verdict,
     cap_note,
@@ -153,11 +154,11 @@ def on_metric(state: DeciderState, app_key: str, metrical: float) -> tuple[Decid
     rule = state.policy.by_key[app_key]
     metricals = {**state.metricals, app_key: metrical}
     number = rule.number(metrical)
-    return _decide(state, rule, metrical, metricals, mark(state.idle, app_key, number < 0), number)
+    return _decide(state, rule, metrical, metricals, mark(state.idle, rule, number < 0), number)
 
 
 def _decide(state: DeciderState, rule: AppRule, metrical: float, metricals: dict[str, float],
-            idle: frozenset[str], number: int) -> tuple[DeciderState, Verdict]:
+            idle: Idle, number: int) -> tuple[DeciderState, Verdict]:
     """What `rule`'s app standing at `number` (its metrical's, or as stabilized) gets."""
     if number == 0:
         return state.with_metricals(metricals, idle, state.timing), decided(
@@ -188,7 +189,7 @@ def on_report(state: DeciderState, app_key: str, metrical: float, at: int) -> tu
                              numbers={**timing.numbers, app_key: number}, stale=timing.stale - {app_key})
     metricals = {**state.metricals, app_key: metrical}
     new, verdict = _decide(state.with_timing(timing), rule, metrical, metricals,
-                           mark(state.idle, app_key, number < 0), number)
+                           mark(state.idle, rule, number < 0), number)
     if window is None:
         return new, verdict
     shaped = {"stabilization": window.as_record()}
@@ -235,7 +236,7 @@ def _go_stale(state: DeciderState, rule: AppRule, now: int) -> tuple[DeciderStat
     timing = timing._replace(stale=timing.stale | {rule.key}, numbers={**timing.numbers, rule.key: number})
     metricals = {**state.metricals, rule.key: metrical}
     new, verdict = _decide(state.with_timing(timing), rule, metrical, metricals,
-                           mark(state.idle, rule.key, number < 0), number)
+                           mark(state.idle, rule, number < 0), number)
     handled = {"hold": f"held at {state.instances[rule.key]} instances, gives none up",
                "idle": "handled as idle, offers all above MinNum",
                "fallback": f"decided as if it reported {metrical:g}"}[rule.on_stale]
@@ -244,7 +245,7 @@ def _go_stale(state: DeciderState, rule: AppRule, now: int) -> tuple[DeciderStat
 
 
 def _idle(state: DeciderState, rule: AppRule, metrical: float, metricals: dict[str, float],
-          idle: frozenset[str], number: int) -> tuple[DeciderState, Verdict]:
+          idle: Idle, number: int) -> tuple[DeciderState, Verdict]:
     offer = offered(rule, state.instances[rule.key], number)
     if offer == 0:
         return state.with_metricals(metricals, idle, state.timing), decided(

@@ -4,6 +4,7 @@ shares, exact fractions throughout."""
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections.abc import Mapping
@@ -13,7 +14,18 @@ from typing import final
 from schemas.decisions import Outcome, Round
 from streams.core.pools.rules import FREE, NEUTRAL, AppRule, CompiledPolicy, shown
 from streams.core.pools.timing import Timing
-from streams.core.pools.verdicts import DeciderState, MoveRecord, Verdict, cap_note, decided, move, move_cap, reset
+from streams.core.pools.verdicts import (
+    PRIORITIES,
+    DeciderState,
+    Idle,
+    MoveRecord,
+    Verdict,
+    cap_note,
+    decided,
+    move,
+    move_cap,
+    reset,
+)
 
 
 @final
@@ -25,7 +37,7 @@ class Grant:
     __slots__ = ("idle", "instances", "metricals", "moves", "need", "notes", "rule", "scores", "timing", "used")
 
     def __init__(self, rule: AppRule, need: int, instances: dict[str, int], metricals: dict[str, float],
-                 idle: frozenset[str], timing: Timing | None, used: int) -> None:
+                 idle: Idle, timing: Timing | None, used: int) -> None:
         self.rule = rule
         self.need = need
         self.instances = instances
@@ -50,7 +62,7 @@ class Grant:
 
 
 def grow(state: DeciderState, rule: AppRule, metrical: float, metricals: dict[str, float],
-          idle: frozenset[str], number: int) -> tuple[DeciderState, Verdict]:
+          idle: Idle, number: int) -> tuple[DeciderState, Verdict]:
     """SPEC §2's three rounds, each only while something is still needed: free, idle donors, preemption."""
     room = number if rule.max_num is None else max(0, min(number, rule.max_num - state.instances[rule.key]))
     if room == 0:
@@ -88,33 +100,42 @@ def _from_idle(state: DeciderState, grant: Grant) -> None:
     """Round 2: idle donors of any priority, lowest priority first, then larger surplus, then name.
 
     An idle app's Number is negative: it offers min(-Number, instances - MinNum), and a donor's
-    metrical is reset to neutral (SPEC §2)."""
+    metrical is reset to neutral (SPEC §2). The idle apps are kept by priority, so only the priorities that
+    give are walked, the lowest first: a donor's reset changes nothing of a higher priority's offers."""
+    me = grant.rule
+    given: list[str] = []
+    for priority in range(PRIORITIES, 0, -1):
+        if grant.idle[priority]:
+            _from_level(state, grant, priority, given)
+            if not grant.need:
+                break
+    if given:
+        grant.notes.append("idle donors gave " + ", ".join(given))
+    else:
+        grant.notes.append("no idle app above MinNum" + _busy(state, me, grant.metricals))
+
+
+def _from_level(state: DeciderState, grant: Grant, priority: int, given: list[str]) -> None:
+    """The idle donors of one priority, larger surplus first, then name, while something is needed."""
     by_key, instances, metricals, me = state.policy.by_key, grant.instances, grant.metricals, grant.rule
     numbers = grant.timing.numbers if grant.timing is not None else None  # as stabilized, under a timed policy
-    offers: list[tuple[int, int, str]] = []  # (-priority, -offer, key): the order donors give in
-    for k in grant.idle:
+    offers: list[tuple[int, str]] = []  # (-offer, key): the order donors give in
+    for k in grant.idle[priority]:
         if k != me.key:
             donor = by_key[k]
             number = donor.number(metricals[k]) if numbers is None else numbers[k]
             offer = min(-number, instances[k] - donor.min_num)
             if offer > 0:
-                offers.append((-donor.priority, -offer, k))
+                offers.append((-offer, k))
     heapq.heapify(offers)  # linear; only the donors that give are popped, not all the idle apps sorted
-    given = []
-    while offers:
-        _, negative_offer, key = heapq.heappop(offers)
+    while offers and grant.need:
+        negative_offer, key = heapq.heappop(offers)
         donor = by_key[key]
         give = min(grant.need, -negative_offer)
         grant.take(donor, give, "idle")
         metricals[donor.key] = NEUTRAL
         grant.timing, grant.idle = reset(grant.timing, donor, grant.idle)
         given.append(f"{donor.name} {give}")
-        if not grant.need:
-            break
-    if given:
-        grant.notes.append("idle donors gave " + ", ".join(given))
-    else:
-        grant.notes.append("no idle app above MinNum" + _busy(state, me, metricals))
 
 
 def _by_preemption(state: DeciderState, grant: Grant) -> None:
@@ -232,8 +253,19 @@ def _shares(need: int, weight: list[int], open_: list[int]) -> list[int]:
 
 def _units(need: int, weight: list[int], open_: list[int]) -> list[int]:
     """`_shares` when every exact share is below one unit: each remainder is need * weight, so the `need`
-    leftover units go to the largest weights, ties to the smaller position."""
+    leftover units go to the largest weights, ties to the smaller position.
+
+    One pass keeps the best `need` so far, sorted (`heapq.nsmallest` would do it in Python, not compiled): a
+    later position ties with none of them, so it enters only with a larger weight than the last one's."""
+    best: list[tuple[int, int]] = []  # (-weight, n), ascending: the last is the one to drop
+    for n, i in enumerate(open_):
+        w = weight[i]
+        if len(best) < need:
+            bisect.insort(best, (-w, n))
+        elif -w < best[-1][0]:
+            best.pop()
+            bisect.insort(best, (-w, n))
     shares = [0] * len(open_)
-    for _, n in heapq.nsmallest(need, [(-weight[i], n) for n, i in enumerate(open_)]):
+    for _, n in best:
         shares[n] = 1
     return shares

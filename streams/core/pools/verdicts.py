@@ -10,6 +10,10 @@ from schemas.decisions import Outcome, Round
 from streams.core.pools.rules import NEUTRAL, AppRule, CompiledPolicy
 from streams.core.pools.timing import Timing
 
+PRIORITIES = 10  # a policy's priorities are 1 (the highest) to 10
+Idle = tuple[frozenset[str], ...]  # the idle apps of each priority (index 1 to PRIORITIES; 0 stays empty): a
+# grant's donors are found from the lowest priority up, not by walking every idle app
+
 
 @final
 class DeciderState:
@@ -26,12 +30,12 @@ class DeciderState:
     __slots__ = ("capacity", "idle", "instances", "metricals", "policy", "timing", "used")
 
     def __init__(self, policy: CompiledPolicy, capacity: int, instances: dict[str, int],
-                 metricals: dict[str, float], idle: frozenset[str], timing: Timing | None, used: int) -> None:
+                 metricals: dict[str, float], idle: Idle, timing: Timing | None, used: int) -> None:
         self.policy: Final = policy
         self.capacity: Final = capacity
         self.instances: Final = instances
         self.metricals: Final = metricals
-        self.idle: Final = idle  # apps whose last metrical maps to a negative Number (`timing.numbers`)
+        self.idle: Final = idle  # by priority, apps whose last metrical maps to a negative Number (`timing.numbers`)
         self.timing: Final = timing  # only under a policy with options measured in time
         self.used: Final = used  # sum(instances.values()), kept as instances change: `free` must not walk every app
 
@@ -50,9 +54,10 @@ class DeciderState:
         keys = [r.key for r in policy.rules]
         instances, metricals = {k: instances[k] for k in keys}, {k: metricals[k] for k in keys}
         if timing is None:
-            idle = frozenset(k for k, m in metricals.items() if policy.by_key[k].number(m) < 0)
+            negative = [r for r in policy.rules if r.number(metricals[r.key]) < 0]
         else:
-            idle = frozenset(k for k in keys if timing.numbers[k] < 0)
+            negative = [r for r in policy.rules if timing.numbers[r.key] < 0]
+        idle = tuple(frozenset(r.key for r in negative if r.priority == p) for p in range(PRIORITIES + 1))
         return DeciderState(policy, capacity, instances, metricals, idle, timing, sum(instances.values()))
 
     def by_name(self) -> tuple[Mapping[str, int], Mapping[str, float]]:
@@ -65,6 +70,10 @@ class DeciderState:
         return ({name: instances[key] for name, key in policy.names},
                 {name: metricals[key] for name, key in policy.names})
 
+    def idle_apps(self) -> frozenset[str]:
+        """Every idle app, whatever its priority."""
+        return frozenset().union(*self.idle)
+
     @property
     def free(self) -> int:
         return self.capacity - self.used
@@ -73,7 +82,7 @@ class DeciderState:
         """This state with other instances, whose sum the caller has kept (`used`)."""
         return DeciderState(self.policy, self.capacity, instances, self.metricals, self.idle, self.timing, used)
 
-    def with_metricals(self, metricals: dict[str, float], idle: frozenset[str],
+    def with_metricals(self, metricals: dict[str, float], idle: Idle,
                        timing: Timing | None) -> DeciderState:
         """This state with the same instances: a decision that moved nothing."""
         return DeciderState(self.policy, self.capacity, self.instances, metricals, idle, timing, self.used)
@@ -85,10 +94,13 @@ class DeciderState:
         return DeciderState(self.policy, self.capacity, self.instances, self.metricals, self.idle, timing, self.used)
 
 
-def mark(idle: frozenset[str], key: str, is_idle: bool) -> frozenset[str]:
-    if (key in idle) == is_idle:
+def mark(idle: Idle, rule: AppRule, is_idle: bool) -> Idle:
+    """`idle` with `rule`'s app in it or not."""
+    p, key = rule.priority, rule.key
+    level = idle[p]
+    if (key in level) == is_idle:
         return idle
-    return idle | {key} if is_idle else idle - {key}
+    return (*idle[:p], level | {key} if is_idle else level - {key}, *idle[p + 1:])
 
 
 @final
@@ -156,9 +168,9 @@ def cap_note(policy: CompiledPolicy, wanted: int, capped: int) -> str:
     return f" (capped by max_moves_per_decision {policy.max_moves})" if capped < wanted else ""
 
 
-def reset(timing: Timing | None, rule: AppRule, idle: frozenset[str]) -> tuple[Timing | None, frozenset[str]]:
+def reset(timing: Timing | None, rule: AppRule, idle: Idle) -> tuple[Timing | None, Idle]:
     """An app that gave instances up stands at the neutral metrical's Number until it reports again."""
     number = rule.number(NEUTRAL)
     if timing is not None:
         timing = timing._replace(numbers={**timing.numbers, rule.key: number})
-    return timing, mark(idle, rule.key, number < 0)
+    return timing, mark(idle, rule, number < 0)

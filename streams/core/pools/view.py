@@ -23,7 +23,7 @@ def describe(pool_id: str, state: PoolState) -> dict[str, Any]:
             "policy_version": d.policy.version, "capacity": d.capacity, "free": d.free,
             "apps": [{"app": r.name, "priority": r.priority, "min": r.min_num, "max": r.max_num,
                       "instances": d.instances[r.key], "metrical": d.metricals[r.key],
-                      "idle": r.key in d.idle} for r in d.policy.rules]}
+                      "idle": r.key in d.idle[r.priority]} for r in d.policy.rules]}
     if state.justice is not None:
         j = state.justice
         out["justice"] = {"policy_version": j.policy.version, "driver": j.policy.driver,

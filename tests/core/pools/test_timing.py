@@ -253,5 +253,5 @@ def test_timed_states_keep_idle_in_step_with_numbers_and_survive_the_changelog(
         state = log.state
         d = state.decider
         assert d is not None and d.timing is not None
-        assert d.idle == frozenset(k for k, n in d.timing.numbers.items() if n < 0)
+        assert d.idle_apps() == frozenset(k for k, n in d.timing.numbers.items() if n < 0)
         assert codec.load(json.loads(json.dumps(codec.dump_state(state))), codec.dump_policies(state)) == state
