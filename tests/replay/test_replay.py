@@ -9,11 +9,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from streams.clients import envelope
 from streams.core.source import SourceRecord
-from streams.lines import output_line
-from streams.replay.parallel import derive_all
+from streams.lines import Output, ReplayInputError, line_head, line_tail, output_line
+from streams.replay import replay_blocks, replay_lines
+from streams.replay.parallel import derive_all, encode_all
 from streams.replay.replayer import Replayer
 from tests.core.pools.builders import seed_policy
 from tests.helpers import tribunal
@@ -112,6 +115,43 @@ def test_replay_on_several_processes_derives_the_same_bytes_in_the_same_order(jo
     assert got == expected
     assert sum(len(rows) for _, rows in got) > len(log) // 2
     assert together.counts == alone.counts and alone.counts["skipped"] > 0
+
+
+@pytest.mark.parametrize("jobs", [1, 2, 3])
+def test_the_encoded_blocks_are_the_derived_output_lines_whatever_the_processes(jobs: int) -> None:
+    log = mixed_log(600)
+    alone, encoded = Replayer(), Replayer()
+    expected = b"".join(output_line(row) + b"\n" for _, rows in derive_all(log, alone) for row in rows)
+    blocks = list(encode_all(log, encoded, jobs, chunk_size=37))  # many chunks in flight
+    assert b"".join(blocks) == expected and len(blocks) > 10
+    assert encoded.counts == alone.counts
+
+
+@given(topic=st.text(), partition=st.integers(0, 2**31), offset=st.integers(0, 2**63), timestamp=st.integers(-1, 2**63),
+       key=st.text(), value=st.binary())
+def test_an_output_line_is_its_head_its_offset_and_its_tail(topic: str, partition: int, offset: int, timestamp: int,
+                                                               key: str, value: bytes) -> None:
+    line = line_head(topic, partition) + b"%d" % offset + line_tail(timestamp, key, value)
+    assert line == output_line(Output(topic, partition, offset, timestamp, key, value)) + b"\n"
+
+
+def test_a_bad_line_comes_after_the_lines_of_every_record_before_it() -> None:
+    lines = [line("policies", 0, seed_policy()), line("plugin_decider", 0, metric("ats", 55)), "{not a record"]
+    lines += [line("plugin_decider", 1, metric("ats", 75))]
+    expected: list[bytes] = []
+    with pytest.raises(ReplayInputError, match="line 3 is not a record line"):
+        for out in replay_lines(lines):
+            expected.append(out + b"\n")
+    got: list[bytes] = []
+    with pytest.raises(ReplayInputError, match="line 3 is not a record line"):
+        for block in replay_blocks(lines):
+            got.append(block)
+    assert b"".join(got) == b"".join(expected) and len(expected) > 3
+
+
+def test_blank_lines_are_skipped() -> None:
+    lines = ["", line("policies", 0, seed_policy()), "  ", line("plugin_decider", 0, metric("ats", 55)), "\n"]
+    assert b"".join(replay_blocks(lines)) == b"".join(out + b"\n" for out in replay_lines(lines[1::2]))
 
 
 def test_a_key_that_is_not_utf8_is_exported_and_read_back_exactly() -> None:
