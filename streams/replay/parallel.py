@@ -113,19 +113,25 @@ def _in_parallel(chunks: Iterable[list[SourceRecord]], replayer: Replayer, jobs:
         chunk, shards = handed.popleft()
         return chunk, shards, [_get(outbox, proc) for outbox, proc in zip(outboxes, procs, strict=True)]
 
+    failed: ReplayInputError | None = None
     try:
-        for chunk in chunks:
-            shards = [shard_of(record) for record in chunk]
-            parts: list[list[tuple[Any, ...]]] = [[] for _ in range(jobs)]
-            for record, shard in zip(chunk, shards, strict=True):  # plain tuples: they cross a process boundary
-                parts[shard].append(tuple(record))  # cheaply (a named tuple pickles its class)
-            for inbox, part in zip(inboxes, parts, strict=True):
-                inbox.put(part)
-            handed.append((chunk if keep else empty, shards))
-            if len(handed) == AHEAD:
-                yield oldest()
+        try:
+            for chunk in chunks:
+                shards = [shard_of(record) for record in chunk]
+                parts: list[list[tuple[Any, ...]]] = [[] for _ in range(jobs)]
+                for record, shard in zip(chunk, shards, strict=True):  # plain tuples: they cross a process
+                    parts[shard].append(tuple(record))  # boundary cheaply (a named tuple pickles its class)
+                for inbox, part in zip(inboxes, parts, strict=True):
+                    inbox.put(part)
+                handed.append((chunk if keep else empty, shards))
+                if len(handed) == AHEAD:
+                    yield oldest()
+        except ReplayInputError as e:  # a bad line: the outputs of every record before it first, as on one process
+            failed = e
         while handed:
             yield oldest()
+        if failed is not None:
+            raise failed
         for inbox in inboxes:
             inbox.put(None)
         for outbox, proc in zip(outboxes, procs, strict=True):
@@ -139,15 +145,24 @@ def _in_parallel(chunks: Iterable[list[SourceRecord]], replayer: Replayer, jobs:
             if proc.is_alive():  # stopped early (a bad line, the reader gone): the processes wait on their inbox
                 proc.kill()
             proc.join()
+        if not finished:  # what is still queued for them will never be read: exit without waiting to send it
+            for inbox in inboxes:
+                inbox.cancel_join_thread()
 
 
 def _chunks(records: Iterable[SourceRecord], size: int) -> Iterator[list[SourceRecord]]:
+    """`records` in lists of `size`; at a bad line, the records before it, then its error."""
     chunk: list[SourceRecord] = []
-    for record in records:
-        chunk.append(record)
-        if len(chunk) == size:
+    try:
+        for record in records:
+            chunk.append(record)
+            if len(chunk) == size:
+                yield chunk
+                chunk = []
+    except ReplayInputError:
+        if chunk:
             yield chunk
-            chunk = []
+        raise
     if chunk:
         yield chunk
 
