@@ -54,27 +54,28 @@ def record_of(row: dict[str, Any]) -> SourceRecord:
     if "value_b64" in row:
         value: bytes | None = base64.b64decode(row["value_b64"])
     else:
-        value = None if row.get("value") is None else encode_value(row["value"])
+        text = row.get("value")
+        value = None if text is None else orjson.dumps(text)  # `encode_value`, without a call per record
     if "key_b64" in row:
         key: bytes | None = base64.b64decode(row["key_b64"])
     else:
-        key = None if row.get("key") is None else str(row["key"]).encode("utf-8")
-    return SourceRecord(topic=str(row["topic"]), partition=int(row.get("partition", 0)), offset=int(row["offset"]),
-                        timestamp=int(row.get("timestamp", 0)), key=key, value=value)
-
-
-def _record(number: int, line: bytes | str) -> SourceRecord:
-    try:
-        return record_of(orjson.loads(line))
-    except (orjson.JSONDecodeError, ValueError, KeyError, TypeError) as e:
-        raise ReplayInputError(f"line {number} is not a record line ({type(e).__name__}: {e})") from None
+        name = row.get("key")
+        key = None if name is None else (name if type(name) is str else str(name)).encode("utf-8")
+    return SourceRecord(str(row["topic"]), int(row.get("partition", 0)), int(row["offset"]),
+                        int(row.get("timestamp", 0)), key, value)  # positional: a named tuple's keywords are slow
 
 
 def records_of(lines: Iterable[bytes | str]) -> Iterator[SourceRecord]:
     """The source records of a replay file's lines (blank lines skipped)."""
+    loads = orjson.loads
     for number, line in enumerate(lines, 1):
-        if line.strip():
-            yield _record(number, line)
+        try:
+            record = record_of(loads(line))
+        except (orjson.JSONDecodeError, ValueError, KeyError, TypeError) as e:
+            if not line.strip():  # blank: checked only here, as a line that parses is not blank
+                continue
+            raise ReplayInputError(f"line {number} is not a record line ({type(e).__name__}: {e})") from None
+        yield record
 
 
 class Output(NamedTuple):
@@ -101,6 +102,21 @@ def _json_text(text: str) -> bytes:
     return orjson.dumps(text)
 
 
+@lru_cache(maxsize=1 << 12)
+def line_head(topic: str, partition: int) -> bytes:
+    """An output line up to its offset: `output_line` is `line_head + offset + line_tail` (less the newline).
+
+    The same bytes object for every output of a topic and partition, so it can key their offset count,
+    and it crosses a process boundary once per message (pickle keeps one copy of a repeated object)."""
+    return b'{"topic":%s,"partition":%d,"offset":' % (_json_text(topic), partition)
+
+
+def line_tail(timestamp: int, key: str, value: bytes) -> bytes:
+    """An output line after its offset, newline included: a replay process encodes it, the merge only
+    numbers the line (the offset counts the outputs of all keys together, which only the merge sees)."""
+    return b',"timestamp":%d,"key":%s,"value":%s}\n' % (timestamp, _json_text(key), value)
+
+
 class LineWriter:
     """Writes lines in large blocks on a thread of its own: the write itself runs without the GIL,
     beside the merge (a million decisions are close to a gigabyte)."""
@@ -118,6 +134,13 @@ class LineWriter:
         self._lines.append(line)
         if len(self._lines) >= self.BLOCK:
             self._hand_over()
+
+    def write_block(self, block: bytes) -> None:
+        """Whole lines at once, newlines included (after the lines written before)."""
+        self._hand_over()
+        self._queued.append(self._pool.submit(self._sink.write, block))
+        while len(self._queued) > self.AHEAD:
+            self._queued.popleft().result()
 
     def _hand_over(self) -> None:
         if self._lines:

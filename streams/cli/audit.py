@@ -122,7 +122,7 @@ def replay(input_file: Annotated[Path | None, typer.Option("--input", "-i", help
                                              "(keys are independent; 0: one per core)")] = 0) -> None:
     """Run the pure cores over an exported log, or over the topics themselves, and write or verify the outputs."""
     from streams.lines import LineWriter
-    from streams.replay import replay_lines
+    from streams.replay import replay_blocks
     from streams.replay.replayer import Replayer
 
     if (input_file is None) == (not from_kafka):
@@ -148,8 +148,8 @@ def replay(input_file: Annotated[Path | None, typer.Option("--input", "-i", help
             source = sys.stdin.buffer if str(input_file) == "-" else open_file(input_file, "rb")
             try:
                 with LineWriter(sink) as writer:
-                    for line in replay_lines(source, replayer, processes):
-                        writer.write(line)
+                    for block in replay_blocks(source, replayer, processes):
+                        writer.write_block(block)
             finally:
                 if source is not sys.stdin.buffer:
                     source.close()

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from streams.lines import output_line, records_of
-from streams.replay.parallel import derive_all
+from streams.replay.parallel import derive_all, encode_all
 from streams.replay.replayer import Replayer
 
 
@@ -22,3 +22,8 @@ def replay_lines(lines: Iterable[bytes | str], replayer: Replayer | None = None,
     for _, outputs in derive_all(records_of(lines), replayer, jobs):
         for out in outputs:
             yield output_line(out)
+
+
+def replay_blocks(lines: Iterable[bytes | str], replayer: Replayer | None = None, jobs: int = 1) -> Iterator[bytes]:
+    """`replay_lines`' bytes, newlines included, in blocks of many lines (what `tribunal replay` writes)."""
+    return encode_all(records_of(lines), replayer or Replayer(), jobs)

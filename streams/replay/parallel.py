@@ -7,7 +7,8 @@ import multiprocessing
 import queue
 import zlib
 from array import array
-from collections.abc import Iterable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from streams.core.folds import route
@@ -26,43 +27,111 @@ def derive_all(records: Iterable[SourceRecord], replayer: Replayer, jobs: int = 
     Keys are independent (a record changes one pool's or one group's state), so with `jobs > 1`
     each record goes to the process that owns its scope (a hash of fold and key), which folds its
     keys in input order; this process merges their outputs back into input order and numbers output
-    offsets as `feed` does, so the bytes are the same as on one process. Queues, not pipes: a
-    queue's put never blocks on a reader that is itself blocked writing (a pipe deadlocks there).
+    offsets as `feed` does, so the bytes are the same as on one process.
     `replayer.counts` receives the processes' counts at the end.
     """
     if jobs <= 1:
         for record in records:
             yield record, replayer.feed(record)
         return
+    for chunk, shards, results in _in_parallel(_chunks(records, chunk_size), replayer, jobs, _derive_shard,
+                                              keep=True):
+        yield from _merge(replayer, chunk, shards, results)
+
+
+def encode_all(records: Iterable[SourceRecord], replayer: Replayer, jobs: int = 1,
+               chunk_size: int = CHUNK) -> Iterator[bytes]:
+    """The output lines of `records`, in blocks of many (each line ends with a newline), folded on `jobs`
+    processes: the bytes of `output_line` for each output of `derive_all`, whatever `jobs`.
+
+    Each output is encoded once, by the process that folds it, as its line less the offset
+    (`Replayer.encode`); this process only numbers them in input order and joins the pieces.
+    """
+    offsets: dict[bytes, int] = {}  # line_head (a topic and partition) -> the next output's offset
+    if jobs <= 1:
+        yield from _encode_alone(records, replayer, chunk_size, offsets)
+        return
+    for _, shards, results in _in_parallel(_chunks(records, chunk_size), replayer, jobs, _encode_shard, keep=False):
+        yield _stitched(shards, results, offsets)
+
+
+def _encode_alone(records: Iterable[SourceRecord], replayer: Replayer, chunk_size: int,
+                  offsets: dict[bytes, int]) -> Iterator[bytes]:
+    """`encode_all` on this process. Each record is folded as soon as it is read, and an input error
+    (a bad line) comes after the lines of every record before it, as `replay_lines` writes them."""
+    encode = replayer.encode
+    heads: list[bytes] = []
+    tails: list[bytes] = []
+    read = 0
+    try:
+        for record in records:
+            encode(record, heads, tails)
+            read += 1
+            if read == chunk_size:
+                yield _numbered(heads, tails, offsets)
+                heads, tails, read = [], [], 0
+    except Exception:  # a bad line: the lines before it still go out, before the error
+        if heads:
+            yield _numbered(heads, tails, offsets)
+        raise
+    if heads:
+        yield _numbered(heads, tails, offsets)
+
+
+def _numbered(heads: list[bytes], tails: list[bytes], offsets: dict[bytes, int]) -> bytes:
+    pieces: list[bytes] = []
+    _number(heads, tails, 0, len(heads), offsets, pieces)
+    return b"".join(pieces)
+
+
+Worker = Callable[[Any, Any, str], None]
+
+
+def _in_parallel(chunks: Iterable[list[SourceRecord]], replayer: Replayer, jobs: int, worker: Worker,
+                 keep: bool) -> Iterator[tuple[list[SourceRecord], list[int], list[Any]]]:
+    """Each chunk (kept only if `keep`), the process each of its records went to, and every process's
+    result for its share, in chunk order; `jobs` processes run `worker`.
+
+    Queues, not pipes: a queue's put never blocks on a reader that is itself blocked writing (a pipe
+    deadlocks there). `replayer.counts` receives the processes' counts at the end.
+    """
     context = (multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods()
                else multiprocessing.get_context("spawn"))
     inboxes = [context.Queue() for _ in range(jobs)]
     outboxes = [context.Queue() for _ in range(jobs)]
-    procs = [context.Process(target=_derive_shard, args=(inbox, outbox, replayer.topic_prefix), daemon=True)
+    procs = [context.Process(target=worker, args=(inbox, outbox, replayer.topic_prefix), daemon=True)
              for inbox, outbox in zip(inboxes, outboxes, strict=True)]
     for proc in procs:
         proc.start()
-    handed: list[tuple[list[SourceRecord], list[int]]] = []  # chunks and their shards, results not yet merged
+    handed: deque[tuple[list[SourceRecord], list[int]]] = deque()  # chunks and their shards, results not yet merged
     finished = False
+    prefix = replayer.topic_prefix
+    shard_of = _Sharding(prefix, jobs)
+    empty: list[SourceRecord] = []
 
-    def merge_oldest() -> Iterator[tuple[SourceRecord, list[Output]]]:
-        chunk, shards = handed.pop(0)
-        results = [_get(outbox, proc) for outbox, proc in zip(outboxes, procs, strict=True)]
-        return _merge(replayer, chunk, shards, results)
+    def oldest() -> tuple[list[SourceRecord], list[int], list[Any]]:
+        chunk, shards = handed.popleft()
+        return chunk, shards, [_get(outbox, proc) for outbox, proc in zip(outboxes, procs, strict=True)]
 
+    failed: ReplayInputError | None = None
     try:
-        for chunk in _chunks(records, chunk_size):
-            shards = [_shard(record, replayer.topic_prefix, jobs) for record in chunk]
-            parts: list[list[tuple[Any, ...]]] = [[] for _ in range(jobs)]
-            for r, shard in zip(chunk, shards, strict=True):  # plain tuples: they cross a process boundary cheaply
-                parts[shard].append((r.topic, r.partition, r.offset, r.timestamp, r.key, r.value))
-            for inbox, part in zip(inboxes, parts, strict=True):
-                inbox.put(part)
-            handed.append((chunk, shards))
-            if len(handed) == AHEAD:
-                yield from merge_oldest()
+        try:
+            for chunk in chunks:
+                shards = [shard_of(record) for record in chunk]
+                parts: list[list[tuple[Any, ...]]] = [[] for _ in range(jobs)]
+                for record, shard in zip(chunk, shards, strict=True):  # plain tuples: they cross a process
+                    parts[shard].append(tuple(record))  # boundary cheaply (a named tuple pickles its class)
+                for inbox, part in zip(inboxes, parts, strict=True):
+                    inbox.put(part)
+                handed.append((chunk if keep else empty, shards))
+                if len(handed) == AHEAD:
+                    yield oldest()
+        except ReplayInputError as e:  # a bad line: the outputs of every record before it first, as on one process
+            failed = e
         while handed:
-            yield from merge_oldest()
+            yield oldest()
+        if failed is not None:
+            raise failed
         for inbox in inboxes:
             inbox.put(None)
         for outbox, proc in zip(outboxes, procs, strict=True):
@@ -76,26 +145,47 @@ def derive_all(records: Iterable[SourceRecord], replayer: Replayer, jobs: int = 
             if proc.is_alive():  # stopped early (a bad line, the reader gone): the processes wait on their inbox
                 proc.kill()
             proc.join()
+        if not finished:  # what is still queued for them will never be read: exit without waiting to send it
+            for inbox in inboxes:
+                inbox.cancel_join_thread()
 
 
 def _chunks(records: Iterable[SourceRecord], size: int) -> Iterator[list[SourceRecord]]:
+    """`records` in lists of `size`; at a bad line, the records before it, then its error."""
     chunk: list[SourceRecord] = []
-    for record in records:
-        chunk.append(record)
-        if len(chunk) == size:
+    try:
+        for record in records:
+            chunk.append(record)
+            if len(chunk) == size:
+                yield chunk
+                chunk = []
+    except ReplayInputError:
+        if chunk:
             yield chunk
-            chunk = []
+        raise
     if chunk:
         yield chunk
 
 
-def _shard(record: SourceRecord, prefix: str, jobs: int) -> int:
-    """The process that folds `record`'s scope (records of topics no fold reads: the first)."""
-    routed = route(record.topic, prefix)
-    if routed is None:
-        return 0
-    logical, fold = routed
-    return zlib.crc32(f"{fold.name}/{fold.key_of(record, logical)}".encode()) % jobs
+class _Sharding:
+    """The process that folds a record's scope (a hash of fold and key; records of topics no fold reads:
+    the first), remembered per scope, as a log has far fewer keys than records."""
+
+    def __init__(self, prefix: str, jobs: int) -> None:
+        self.prefix = prefix
+        self.jobs = jobs
+        self.known: dict[tuple[str, str], int] = {}
+
+    def __call__(self, record: SourceRecord) -> int:
+        routed = route(record.topic, self.prefix)
+        if routed is None:
+            return 0
+        logical, fold = routed
+        scope = (fold.name, fold.key_of(record, logical))
+        shard = self.known.get(scope)
+        if shard is None:
+            shard = self.known[scope] = zlib.crc32(f"{scope[0]}/{scope[1]}".encode()) % self.jobs
+        return shard
 
 
 def _get(outbox: Any, proc: Any) -> Any:
@@ -155,6 +245,53 @@ def _unpacked(shipped: Shipped) -> Iterator[list[tuple[str, str, bytes]]]:
             at += 1
             start = end
         yield outputs
+
+
+def _number(heads: list[bytes], tails: list[bytes], start: int, end: int, offsets: dict[bytes, int],
+            pieces: list[bytes]) -> None:
+    """Outputs `start` to `end` of `heads` and `tails` as whole lines onto `pieces`, numbered on from `offsets`."""
+    for at in range(start, end):
+        head = heads[at]
+        offset = offsets.get(head, 0)
+        offsets[head] = offset + 1
+        pieces += (head, b"%d" % offset, tails[at])
+
+
+def _stitched(shards: list[int], results: list[Encoded], offsets: dict[bytes, int]) -> bytes:
+    """One chunk's lines from every process's `Encoded` share, back in input order, numbered."""
+    counts = [array("I", raw) for raw, _, _ in results]
+    heads = [h for _, h, _ in results]
+    tails = [t for _, _, t in results]
+    taken = [0] * len(results)  # records of each process merged so far
+    at = [0] * len(results)  # outputs of each process merged so far
+    pieces: list[bytes] = []
+    for shard in shards:
+        count = counts[shard][taken[shard]]
+        taken[shard] += 1
+        if count:
+            start = at[shard]
+            at[shard] = start + count
+            _number(heads[shard], tails[shard], start, start + count, offsets, pieces)
+    return b"".join(pieces)
+
+
+Encoded = tuple[bytes, list[bytes], list[bytes]]  # one process's share of a chunk: per record its output count,
+# and per output its line head and tail (`Replayer.encode`)
+
+
+def _encode_shard(inbox: Any, outbox: Any, topic_prefix: str) -> None:
+    """One process's share of a parallel replay to lines: the keys sent to it, folded in the order received,
+    their outputs encoded (`Encoded`)."""
+    replayer = Replayer(topic_prefix=topic_prefix)
+    encode = replayer.encode
+    while (part := inbox.get()) is not None:
+        counts = array("I")
+        heads: list[bytes] = []
+        tails: list[bytes] = []
+        for fields in part:
+            counts.append(encode(SourceRecord(*fields), heads, tails))
+        outbox.put((counts.tobytes(), heads, tails))
+    outbox.put(replayer.counts)
 
 
 def _derive_shard(inbox: Any, outbox: Any, topic_prefix: str) -> None:

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streams.core.folds import route
-from streams.core.outputs import topic_of
+from streams.core.outputs import Emit, topic_of
 from streams.core.source import SourceRecord
-from streams.lines import Output
+from streams.lines import Output, line_head, line_tail
 
 Derived = tuple[str, int, int, str, bytes]  # an output before it is numbered: Output without its offset
 
@@ -45,6 +45,25 @@ class Replayer:
 
     def derive(self, record: SourceRecord) -> list[Derived]:
         """`record`'s outputs, without offsets (those number the outputs of all keys together)."""
+        outputs = self._step(record)
+        derived = []
+        for emit in outputs:
+            topic = topic_of(emit.stream, record.topic, self.topic_prefix)
+            derived.append((topic, record.partition, record.timestamp, emit.key, emit.value_bytes()))
+        return derived
+
+    def encode(self, record: SourceRecord, heads: list[bytes], tails: list[bytes]) -> int:
+        """`derive`, as output lines less their offsets: appends each output's `line_head` and `line_tail`
+        and answers how many (a replay writes lines, so it encodes each output once, where it is folded)."""
+        outputs = self._step(record)
+        partition, timestamp, prefix = record.partition, record.timestamp, self.topic_prefix
+        for emit in outputs:
+            heads.append(line_head(topic_of(emit.stream, record.topic, prefix), partition))
+            tails.append(line_tail(timestamp, emit.key, emit.value_bytes()))
+        return len(outputs)
+
+    def _step(self, record: SourceRecord) -> list[Emit]:
+        """`record` folded into its key's state, counted: its outputs (none for a topic no fold reads)."""
         routed = route(record.topic, self.topic_prefix)
         counts = self.counts
         if routed is None:
@@ -52,13 +71,11 @@ class Replayer:
             return []
         logical, fold = routed
         slot = (fold.name, fold.key_of(record, logical))
-        previous = self.states.get(slot)
+        states = self.states
+        previous = states.get(slot)
         state, outputs = fold.step(fold.empty() if previous is None else previous, record, logical)
-        self.states[slot] = state
+        states[slot] = state
         counts["records"] = counts.get("records", 0) + 1
-        derived = []
         for emit in outputs:
-            topic = topic_of(emit.stream, record.topic, self.topic_prefix)
             counts[emit.stream] = counts.get(emit.stream, 0) + 1
-            derived.append((topic, record.partition, record.timestamp, emit.key, emit.value_bytes()))
-        return derived
+        return outputs

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import base64
+import io
 import json
 import random
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from streams.clients import envelope
 from streams.core.source import SourceRecord
-from streams.lines import output_line
-from streams.replay.parallel import derive_all
+from streams.lines import Output, ReplayInputError, line_head, line_tail, output_line, records_of
+from streams.replay import replay_blocks, replay_lines
+from streams.replay.parallel import derive_all, encode_all
 from streams.replay.replayer import Replayer
 from tests.core.pools.builders import seed_policy
 from tests.helpers import tribunal
@@ -78,6 +82,22 @@ def test_a_corrupt_line_is_reported_with_its_number(tmp_path: Path) -> None:
     assert result.returncode == 1 and "line 2 is not a record line" in result.stderr
 
 
+def test_a_bad_line_after_many_records_ends_a_replay_on_several_processes_as_on_one(tmp_path: Path) -> None:
+    """Chunks in flight when the bad line is read are merged first; nothing left queued keeps the process
+    from exiting (it waited for ever to send them)."""
+    log = tmp_path / "log.jsonl"
+    rows = [line("policies", 0, seed_policy())]
+    rows += [line("plugin_decider", i, metric("ats" if i % 3 else "hadoop", i % 101)) for i in range(18_000)]
+    log.write_text("\n".join([*rows, "{not a record", *rows[1:200]]) + "\n")
+    outputs = []
+    for jobs in ("1", "2"):
+        out = tmp_path / f"out-{jobs}.jsonl"
+        result = tribunal("replay", "-i", str(log), "-o", str(out), "--jobs", jobs, check=False, timeout=120)
+        assert result.returncode == 1 and "line 18002 is not a record line" in result.stderr
+        outputs.append(out.read_bytes())
+    assert outputs[0] == outputs[1] and outputs[0].count(b"\n") > 18_000
+
+
 def mixed_log(records: int, seed: int = 3) -> list[SourceRecord]:
     """Pools and scheduler groups, keyed and keyless, broken records and a topic no fold reads."""
     rng = random.Random(seed)
@@ -112,6 +132,48 @@ def test_replay_on_several_processes_derives_the_same_bytes_in_the_same_order(jo
     assert got == expected
     assert sum(len(rows) for _, rows in got) > len(log) // 2
     assert together.counts == alone.counts and alone.counts["skipped"] > 0
+
+
+@pytest.mark.parametrize("jobs", [1, 2, 3])
+def test_the_encoded_blocks_are_the_derived_output_lines_whatever_the_processes(jobs: int) -> None:
+    log = mixed_log(600)
+    alone, encoded = Replayer(), Replayer()
+    expected = b"".join(output_line(row) + b"\n" for _, rows in derive_all(log, alone) for row in rows)
+    blocks = list(encode_all(log, encoded, jobs, chunk_size=37))  # many chunks in flight
+    assert b"".join(blocks) == expected and len(blocks) > 10
+    assert encoded.counts == alone.counts
+
+
+@given(topic=st.text(), partition=st.integers(0, 2**31), offset=st.integers(0, 2**63), timestamp=st.integers(-1, 2**63),
+       key=st.text(), value=st.binary())
+def test_an_output_line_is_its_head_its_offset_and_its_tail(topic: str, partition: int, offset: int, timestamp: int,
+                                                               key: str, value: bytes) -> None:
+    line = line_head(topic, partition) + b"%d" % offset + line_tail(timestamp, key, value)
+    assert line == output_line(Output(topic, partition, offset, timestamp, key, value)) + b"\n"
+
+
+@pytest.mark.parametrize(("jobs", "chunk"), [(1, 5_000), (1, 7), (2, 5_000), (2, 7), (3, 4)])
+def test_a_bad_line_comes_after_the_lines_of_every_record_before_it(jobs: int, chunk: int) -> None:
+    lines = [line("policies", 0, seed_policy())] + [line("plugin_decider", i, metric("ats", 5 * i)) for i in range(19)]
+    lines += ["{not a record", line("plugin_decider", 20, metric("ats", 75))]
+    expected: list[bytes] = []
+    with pytest.raises(ReplayInputError, match="line 21 is not a record line"):
+        for out in replay_lines(lines):
+            expected.append(out + b"\n")
+    got: list[bytes] = []
+    with pytest.raises(ReplayInputError, match="line 21 is not a record line"):
+        for block in encode_all(records_of(lines), Replayer(), jobs, chunk_size=chunk):
+            got.append(block)
+    assert b"".join(got) == b"".join(expected) and len(expected) > 20
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_blank_lines_are_skipped_and_a_last_line_needs_no_newline(jobs: int) -> None:
+    lines = ["", line("policies", 0, seed_policy()), "  ", line("plugin_decider", 0, metric("ats", 55)), "\r",
+             line("plugin_decider", 1, metric("hadoop", 95))]
+    expected = b"".join(out + b"\n" for out in replay_lines(lines[1::2]))
+    got = b"".join(replay_blocks(io.BytesIO("\n".join(lines).encode()), jobs=jobs))
+    assert got == expected and expected.count(b"\n") > 3
 
 
 def test_a_key_that_is_not_utf8_is_exported_and_read_back_exactly() -> None:
