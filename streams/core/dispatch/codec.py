@@ -34,7 +34,7 @@ def dump(state: DispatchState) -> dict[str, Any]:
 def dump_bucket(state: DispatchState, name: str) -> list[list[Any]]:
     """One bucket's jobs in assignment order (an empty list once its last job is gone)."""
     bucket = state.jobs.buckets.get(name)  # sorted by order alone, not first by uuid as `Buckets.bucket` would
-    return [] if bucket is None else [list(job) for job in sorted(bucket.values(), key=lambda j: j.order)]
+    return [] if bucket is None else [job.fields() for job in sorted(bucket.values(), key=lambda j: j.order)]
 
 
 def touched(before: DispatchState, after: DispatchState) -> frozenset[str]:

@@ -332,7 +332,8 @@ def _end_attempt(state: DispatchState, job: Job, out: Out, error: str) -> Dispat
     worker = state.worker(job.worker)
     worker = Worker(worker.max, worker.running - 1, worker.pending + 1,
                     push_run(worker.ready, ((job.acceptable_start, job.order, job.uuid),)))
-    retry = job._replace(running=False, started_at=0, deadline=0)
+    retry = Job(job.uuid, job.external_id, job.info, job.worker, job.expected_start, job.acceptable_start, job.order,
+                job.max_retries, job.timeout_ms, job.attempt)
     ended = state.copy()
     ended.jobs, ended.running = state.jobs.set(retry.uuid, retry), state.running - 1
     state = _put(ended, job.worker, worker)

@@ -21,7 +21,7 @@ Queues (entries that name a job no longer in that status are skipped when they r
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple, final
+from typing import Any, final
 
 from immutables import Map
 
@@ -32,20 +32,54 @@ from streams.core.dispatch.heap import Heap
 DEFAULT_MAX_THREADS = 100  # the seed's `elastic_dispatcher_config` row: threads, max 100
 
 
-class Job(NamedTuple):
-    uuid: str
-    external_id: str
-    info: str
-    worker: str
-    expected_start: int
-    acceptable_start: int
-    order: int  # the job's place among all jobs assigned in the namespace: ties broken by it
-    max_retries: int
-    timeout_ms: int
-    attempt: int = 0  # attempts started so far
-    running: bool = False
-    started_at: int = 0
-    deadline: int = 0
+JOB_FIELDS = ("uuid", "external_id", "info", "worker", "expected_start", "acceptable_start", "order", "max_retries",
+              "timeout_ms", "attempt", "running", "started_at", "deadline")
+
+
+@final
+class Job:
+    """A job. Frozen by convention: a change builds a new one. A plain class, not a named tuple: compiled, it is
+    built and read natively (a start builds one and reads most of its fields). Stored as `fields()`, in this
+    order (the named tuple's)."""
+
+    __slots__ = ("acceptable_start", "attempt", "deadline", "expected_start", "external_id", "info", "max_retries",
+                 "order", "running", "started_at", "timeout_ms", "uuid", "worker")
+
+    def __init__(self, uuid: str, external_id: str, info: str, worker: str, expected_start: int,
+                 acceptable_start: int, order: int, max_retries: int, timeout_ms: int, attempt: int = 0,
+                 running: bool = False, started_at: int = 0, deadline: int = 0) -> None:
+        self.uuid = uuid
+        self.external_id = external_id
+        self.info = info
+        self.worker = worker
+        self.expected_start = expected_start
+        self.acceptable_start = acceptable_start
+        self.order = order  # the job's place among all jobs assigned in the namespace: ties broken by it
+        self.max_retries = max_retries
+        self.timeout_ms = timeout_ms
+        self.attempt = attempt  # attempts started so far
+        self.running = running
+        self.started_at = started_at
+        self.deadline = deadline
+
+    def fields(self) -> list[Any]:
+        """Every field, in `JOB_FIELDS` order: the stored form, which `Job(*fields)` reads back."""
+        return [self.uuid, self.external_id, self.info, self.worker, self.expected_start, self.acceptable_start,
+                self.order, self.max_retries, self.timeout_ms, self.attempt, self.running, self.started_at,
+                self.deadline]
+
+    def _asdict(self) -> dict[str, Any]:
+        return dict(zip(JOB_FIELDS, self.fields(), strict=True))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Job):
+            return NotImplemented
+        return self.fields() == other.fields()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return "Job(" + ", ".join(f"{n}={v!r}" for n, v in self._asdict().items()) + ")"
 
 
 def bucket_of(uuid: str) -> str:
