@@ -35,7 +35,7 @@ from streams.core.admission import reject
 from streams.core.deadletter import Rejected
 from streams.core.dispatch.heap import Heap, advance, entries, of_sorted, pop, push, push_run
 from streams.core.dispatch.reports import Report, of_model, read
-from streams.core.dispatch.state import DispatchState, Job, Jobs, Worker
+from streams.core.dispatch.state import DispatchState, Job, Jobs, Worker, job_of
 from streams.core.intake import error_text, readable
 from streams.core.outputs import Emit
 from streams.core.source import SourceRecord, cause_of, event_time, named_key, origin, record_key
@@ -90,7 +90,8 @@ class Out:
         seq = self.seqs[stream] = self.seqs.get(stream, 0) + 1
         body["cause"] = self.cause
         body["seq"] = seq
-        self.emits.append(Emit(stream, self.namespace, body))
+        # built as the named tuple's own `__new__` builds it, without that Python-level call (two a finish)
+        self.emits.append(tuple.__new__(Emit, (stream, self.namespace, body)))
 
     def outcome(self, kind: str, job: Job, at: int, final: bool, error: str = "") -> None:
         self.emit(JOB_OUTCOMES, {"type": kind, "namespace": self.namespace, "uuid": job.uuid,
@@ -212,7 +213,7 @@ def _failed(state: DispatchState, command: Report, out: Out) -> DispatchState:
 
 
 def _cancelled(state: DispatchState, command: Report, out: Out) -> DispatchState:
-    job = state.jobs.get(command.uuid)
+    job = job_of(state.jobs, command.uuid)
     if job is None:
         raise Rejected("unknown_job", f"no pending or running job {command.uuid!r} in namespace {out.namespace!r}")
     state = _forget(state, job)
@@ -248,7 +249,7 @@ def _advanced(state: DispatchState, now: int, out: Out) -> DispatchState:
     while deadlines is not None and deadlines.item[0] <= now:  # timeouts first: they free slots
         _, _, attempt, uuid = deadlines.item
         deadlines, count = pop(deadlines), count - 1
-        job = state.jobs.get(uuid)
+        job = job_of(state.jobs, uuid)
         if job is not None and job.running and job.attempt == attempt:
             out.outcome("JobTimedOut", job, now, final=False)
             state = _end_attempt(_with_deadlines(state, deadlines, count), job, out,
@@ -267,7 +268,7 @@ def _running(state: DispatchState, uuid: str, verb: str, attempt: int | None) ->
 
     A report that names an attempt which ended already (timed out, say, and retried) is late: applying it to
     the retry would end an attempt the tenant is still running, and dead-letter the retry's own report."""
-    job = state.jobs.get(uuid)
+    job = job_of(state.jobs, uuid)
     if job is None:
         raise Rejected("unknown_job", f"cannot {verb} {uuid!r}: no such pending or running job")
     if attempt is not None and (attempt < job.attempt or (attempt == job.attempt and not job.running)):
@@ -359,7 +360,7 @@ def _ready(jobs: Jobs, heap: Heap) -> Heap:
     """`heap` without the stale entries at its top."""
     while heap is not None:
         _, order, uuid, _, _ = heap.item
-        job = jobs.get(uuid)
+        job = job_of(jobs, uuid)
         if job is not None and not job.running and job.order == order:
             return heap
         heap = advance(heap)
@@ -389,7 +390,7 @@ def _schedule(state: DispatchState, out: Out) -> DispatchState:
         top = worker.ready.item
         if top[2] != uuid or top[1] != order:
             continue  # an older offer: the worker's current top has its own entry
-        job = jobs.get(uuid)
+        job = job_of(jobs, uuid)
         if job is None or job.running or job.order != order:  # a dead entry at the worker's top: offer the next
             cleaned = Worker(worker.max, worker.running, worker.pending, _ready(jobs, advance(worker.ready)))
             workers, tops = _offered(workers, tops, name, cleaned, worker)
@@ -420,7 +421,7 @@ def _without_stale_deadlines(state: DispatchState) -> DispatchState:
     jobs, live = state.jobs, []
     for entry in entries(state.deadlines):
         _, _, attempt, uuid = entry
-        job = jobs.get(uuid)
+        job = job_of(jobs, uuid)
         if job is not None and job.running and job.attempt == attempt:
             live.append(entry)
     live.sort()

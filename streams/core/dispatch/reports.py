@@ -55,7 +55,7 @@ def read(value: bytes) -> Report | None:
         data = orjson.loads(value)
     except ValueError:  # orjson.JSONDecodeError
         return None
-    if type(data) is not dict:
+    if not isinstance(data, dict) or type(data) is not dict:  # narrowed: compiled, its lookups are the dict's own
         return None
     kind, namespace, uuid = data.get("type"), data.get("namespace"), data.get("uuid")
     if type(kind) is not str or type(namespace) is not str or type(uuid) is not str:

@@ -91,6 +91,13 @@ Jobs = Buckets[Job]  # a namespace's jobs by uuid, in buckets by `bucket_of`: a 
 NO_JOBS: Jobs = Buckets(bucket_of)
 
 
+def job_of(jobs: Jobs, uuid: str) -> Job | None:
+    """`jobs.get(uuid)`, calling `bucket_of` natively rather than through the map's bucket function (every `Jobs`
+    is bucketed by it: `NO_JOBS` and `codec.load` make them so, and a change keeps it)."""
+    bucket = jobs.buckets.get(bucket_of(uuid))
+    return None if bucket is None else bucket.get(uuid)
+
+
 @final
 class Worker:
     """A worker's cap, counts and ready queue. Frozen by convention: a change builds a new one. A plain class, not
