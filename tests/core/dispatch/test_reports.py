@@ -37,13 +37,15 @@ def documents(draw: st.DrawFn) -> bytes:
         if draw(st.booleans()):
             pairs.append((name, value))  # repeated, if it was there
         else:
-            pairs = [(k, value if k == name else v) for k, v in pairs] if name in dict(pairs) else [*pairs, (name, value)]
+            replaced = [(k, value if k == name else v) for k, v in pairs]
+            pairs = replaced if name in dict(pairs) else [*pairs, (name, value)]
     if draw(st.integers(0, 9)) == 0:
         pairs = pairs[1:]  # no type
     pairs = draw(st.permutations(pairs))
     body = "{" + ", ".join(f"{json.dumps(k)}: {json.dumps(v, ensure_ascii=draw(st.booleans()))}"
                            for k, v in pairs) + "}"
-    return (body + (draw(st.sampled_from([" ", "x", "}"])) if draw(st.integers(0, 9)) == 0 else "")).encode("utf-8", "surrogatepass")
+    after = draw(st.sampled_from([" ", "x", "}"])) if draw(st.integers(0, 9)) == 0 else ""
+    return (body + after).encode("utf-8", "surrogatepass")
 
 
 @settings(max_examples=300)
@@ -79,7 +81,8 @@ def test_the_usual_reports_are_read_plainly(kind: str, uuid: str, attempt: int |
 
 EDGES = [b'{"type": "JobFinished", "namespace": "ns", "uuid": "u", "attempt": %s}' % v for v in (
     b"true", b"false", b'"1"', b"1.0", b"0", b"1002", b"null", b"1001", b"1e0", b"99999999999999999999999")] + [
-    b'{"type": "JobFinished", "namespace": "ns", "uuid": "%s"}' % v for v in (b"", b"u" * 200, b"u" * 201, b"\\u00e9")] + [
+    b'{"type": "JobFinished", "namespace": "%s", "uuid": "%s"}' % (v, v)
+    for v in (b"", b"u" * 200, b"u" * 201, b"\\u00e9")] + [
     b'{"type": "JobFailed", "namespace": "ns", "uuid": "u", "error": "%s"}' % (b"e" * n) for n in (10_000, 10_001)] + [
     b'{"type": "JobCancelled", "namespace": "ns", "uuid": "u", "attempt": 1}',
     b'{"type": "JobFinished", "namespace": "ns", "uuid": "u", "extra": 1}',
