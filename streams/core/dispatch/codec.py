@@ -34,7 +34,7 @@ def dump(state: DispatchState) -> dict[str, Any]:
 def dump_bucket(state: DispatchState, name: str) -> list[list[Any]]:
     """One bucket's jobs in assignment order (an empty list once its last job is gone)."""
     bucket = state.jobs.buckets.get(name)  # sorted by order alone, not first by uuid as `Buckets.bucket` would
-    return [] if bucket is None else [list(job) for job in sorted(bucket.values(), key=lambda j: j.order)]
+    return [] if bucket is None else [job.fields() for job in sorted(bucket.values(), key=lambda j: j.order)]
 
 
 def touched(before: DispatchState, after: DispatchState) -> frozenset[str]:
@@ -66,21 +66,21 @@ def load(data: Mapping[str, Any] | None, stored: Mapping[str, Iterable[list[Any]
         worker = workers.get(job.worker) or Worker()
         if job.running:
             deadlines.append((job.deadline, job.order, job.attempt, job.uuid))
-            worker = worker._replace(running=worker.running + 1)
+            worker = Worker(worker.max, worker.running + 1, worker.pending, worker.ready)
         else:
             entry = (job.acceptable_start, job.order, job.uuid)
             if job.expected_start <= now:
                 ready.setdefault(job.worker, []).append(entry)
             else:
                 later.setdefault((job.worker, job.expected_start), []).append(entry)
-            worker = worker._replace(pending=worker.pending + 1)
+            worker = Worker(worker.max, worker.running, worker.pending + 1, worker.ready)
         workers[job.worker] = worker
     waiting = [(expected, run[0][1], name, tuple(sorted(run))) for (name, expected), run in later.items()]
     tops = []
     for name, worker in workers.items():
         if name in ready:
             queue = tuple(sorted(ready[name]))
-            workers[name] = worker._replace(ready=push_run(None, queue))
+            workers[name] = Worker(worker.max, worker.running, worker.pending, push_run(None, queue))
             if worker.has_room():
                 tops.append((*queue[0], name))
     return DispatchState(offsets=dict(data["offsets"]), applied=int(data["applied"]), seqs=dict(data["seqs"]),

@@ -31,13 +31,14 @@ from immutables import Map
 from pydantic import TypeAdapter, ValidationError
 
 from schemas import dispatch as records
-from streams.core.admission import admit, reject
+from streams.core.admission import reject
 from streams.core.deadletter import Rejected
 from streams.core.dispatch.heap import Heap, advance, entries, of_sorted, pop, push, push_run
-from streams.core.dispatch.state import DispatchState, Job, Jobs, Worker
+from streams.core.dispatch.reports import Report, of_model, read
+from streams.core.dispatch.state import DispatchState, Job, Jobs, Worker, job_of
 from streams.core.intake import error_text, readable
 from streams.core.outputs import Emit
-from streams.core.source import SourceRecord, cause_of, event_time, named_key, record_key
+from streams.core.source import SourceRecord, cause_of, event_time, named_key, origin, record_key
 
 DISPATCH_COMMANDS = "dispatch-commands"
 TICKS = "ticks"
@@ -89,7 +90,8 @@ class Out:
         seq = self.seqs[stream] = self.seqs.get(stream, 0) + 1
         body["cause"] = self.cause
         body["seq"] = seq
-        self.emits.append(Emit(stream, self.namespace, body))
+        # built as the named tuple's own `__new__` builds it, without that Python-level call (two a finish)
+        self.emits.append(tuple.__new__(Emit, (stream, self.namespace, body)))
 
     def outcome(self, kind: str, job: Job, at: int, final: bool, error: str = "") -> None:
         self.emit(JOB_OUTCOMES, {"type": kind, "namespace": self.namespace, "uuid": job.uuid,
@@ -99,11 +101,13 @@ class Out:
 
 def apply(state: DispatchState, record: SourceRecord, topic: str) -> tuple[DispatchState, list[Emit]]:
     """Fold one record of logical input `topic` (one of `INPUTS`) into its namespace's state."""
-    admitted = admit(state, record)
-    if admitted is None:
-        return state, []
+    where = origin(record)  # `admission.admit`, written out: its `_replace` is a Python call, a copy is native
+    if record.offset <= state.offsets.get(where, -1):
+        return state, []  # a redelivery after a crash
+    admitted = state.copy()
+    admitted.offsets, admitted.applied = {**state.offsets, where: record.offset}, state.applied + 1
     if admitted.jobs.touched:  # `touched` names the job buckets this record changes (`buckets.Buckets`)
-        admitted = admitted._replace(jobs=admitted.jobs.untouched())
+        admitted.jobs = admitted.jobs.untouched()
     try:
         command = _parse(record, topic)
     except Rejected as rejection:
@@ -113,21 +117,37 @@ def apply(state: DispatchState, record: SourceRecord, topic: str) -> tuple[Dispa
     # finish that arrives after the deadline finds the attempt timed out, as a Tick between them would have).
     dated = admitted if isinstance(command, records.Tick) else _advanced(admitted, event_time(record), out)
     try:
-        after = _HANDLERS[type(command)](dated, command, out)
+        if isinstance(command, Report):
+            after = _REPORTS[command.type](dated, command, out)
+        else:
+            after = _HANDLERS[type(command)](dated, command, out)
     except Rejected as rejection:  # raised before the handler emits or changes anything
         if dated is not admitted:
             dated = _schedule(dated, out)  # a timed-out attempt's retry, an assign whose start came
         if out.seqs is not None:
-            dated = dated._replace(seqs=out.seqs)
+            dated = _numbered(dated, out.seqs)
         after, dead = reject(dated, record, rejection, command.namespace, admitted=True)
         return after, [*out.emits, *dead]
     if out.seqs is not None:
-        after = after._replace(seqs=out.seqs)
+        after = _numbered(after, out.seqs)
     return after, out.emits
 
 
+def _numbered(state: DispatchState, seqs: dict[str, int]) -> DispatchState:
+    numbered = state.copy()
+    numbered.seqs = seqs
+    return numbered
+
+
 def _parse(record: SourceRecord, topic: str) -> Any:
+    """The command (a `Report` for a report on one job), or `Rejected`."""
     value = readable(record)
+    report = read(value) if topic == DISPATCH_COMMANDS else None
+    if report is not None:
+        if bool(record.key) and record_key(record) != report.namespace:
+            raise Rejected("namespace_mismatch", f"{report.type} names namespace {report.namespace!r} but its key "
+                                                 f"is {record_key(record)!r}")
+        return report
     adapter = _COMMAND if topic == DISPATCH_COMMANDS else _TICK if topic == TICKS else None
     if adapter is None:
         raise Rejected("unknown_topic", f"the dispatcher does not read topic {topic!r}")
@@ -139,17 +159,22 @@ def _parse(record: SourceRecord, topic: str) -> Any:
     if bool(record.key) and record_key(record) != command.namespace:
         raise Rejected("namespace_mismatch",
                        f"{command.type} names namespace {command.namespace!r} but its key is {record_key(record)!r}")
+    if isinstance(command, records.JobFinished | records.JobFailed | records.JobCancelled):
+        return of_model(command)
     return command
 
 
 # -- commands -------------------------------------------------------------------------------------
 
 def _max_threads(state: DispatchState, command: records.MaxThreadsSet, out: Out) -> DispatchState:
-    return _health(_schedule(state._replace(max=command.max), out), out)
+    capped = state.copy()
+    capped.max = command.max
+    return _health(_schedule(capped, out), out)
 
 
 def _worker_max(state: DispatchState, command: records.WorkerMaxSet, out: Out) -> DispatchState:
-    state = _put(state, command.worker, state.worker(command.worker)._replace(max=command.max))
+    old = state.worker(command.worker)
+    state = _put(state, command.worker, Worker(command.max, old.running, old.pending, old.ready))
     return _health(_schedule(state, out), out)
 
 
@@ -162,32 +187,33 @@ def _assign(state: DispatchState, command: records.JobsAssigned, out: Out) -> Di
         jobs.append(Job(uuid, spec.external_id, spec.info, command.worker, command.start, acceptable, first + i,
                         spec.max_retries, spec.timeout_ms))
         run.append((acceptable, first + i, uuid))
-    state = state._replace(jobs=state.jobs.added((job.uuid, job) for job in jobs), assigned=first + len(jobs))
-    worker = worker._replace(pending=worker.pending + len(jobs))
+    state = state.copy()
+    state.jobs, state.assigned = state.jobs.added((job.uuid, job) for job in jobs), first + len(jobs)
+    worker = Worker(worker.max, worker.running, worker.pending + len(jobs), worker.ready)
     if command.start <= state.now:
-        worker = worker._replace(ready=push_run(worker.ready, tuple(run)))
+        worker = Worker(worker.max, worker.running, worker.pending, push_run(worker.ready, tuple(run)))
     else:
-        state = state._replace(waiting=push(state.waiting, (command.start, first, command.worker, tuple(run))))
+        state.waiting = push(state.waiting, (command.start, first, command.worker, tuple(run)))
     state = _put(state, command.worker, worker)
     out.emit(JOB_OUTCOMES, {"type": "JobsAccepted", "namespace": out.namespace, "worker": command.worker,
                             "request_id": command.request_id, "uuids": [job.uuid for job in jobs]})
     return _health(_schedule(state, out), out)
 
 
-def _finished(state: DispatchState, command: records.JobFinished, out: Out) -> DispatchState:
+def _finished(state: DispatchState, command: Report, out: Out) -> DispatchState:
     job = _running(state, command.uuid, "finish", command.attempt)
     state = _forget(state, job)
     out.outcome("JobFinished", job, state.now, final=True)
     return _schedule(state, out)
 
 
-def _failed(state: DispatchState, command: records.JobFailed, out: Out) -> DispatchState:
+def _failed(state: DispatchState, command: Report, out: Out) -> DispatchState:
     job = _running(state, command.uuid, "fail", command.attempt)
     return _schedule(_end_attempt(state, job, out, command.error), out)
 
 
-def _cancelled(state: DispatchState, command: records.JobCancelled, out: Out) -> DispatchState:
-    job = state.jobs.get(command.uuid)
+def _cancelled(state: DispatchState, command: Report, out: Out) -> DispatchState:
+    job = job_of(state.jobs, command.uuid)
     if job is None:
         raise Rejected("unknown_job", f"no pending or running job {command.uuid!r} in namespace {out.namespace!r}")
     state = _forget(state, job)
@@ -204,9 +230,10 @@ def _tick(state: DispatchState, tick: records.Tick, out: Out) -> DispatchState:
 
 _HANDLERS: dict[type, Callable[[DispatchState, Any, Out], DispatchState]] = {
     records.MaxThreadsSet: _max_threads, records.WorkerMaxSet: _worker_max, records.JobsAssigned: _assign,
-    records.JobFinished: _finished, records.JobFailed: _failed, records.JobCancelled: _cancelled,
     records.Tick: _tick,
 }
+_REPORTS: dict[str, Callable[[DispatchState, Report, Out], DispatchState]] = {
+    "JobFinished": _finished, "JobFailed": _failed, "JobCancelled": _cancelled}
 
 
 # -- the rules ------------------------------------------------------------------------------------
@@ -216,17 +243,24 @@ def _advanced(state: DispatchState, now: int, out: Out) -> DispatchState:
     and the assigns whose expected start came join their workers' ready queues. Nothing starts here."""
     if now <= state.now:
         return state
-    state = state._replace(now=now)
+    state = state.copy()
+    state.now = now
     deadlines, count = state.deadlines, state.deadline_entries
     while deadlines is not None and deadlines.item[0] <= now:  # timeouts first: they free slots
         _, _, attempt, uuid = deadlines.item
         deadlines, count = pop(deadlines), count - 1
-        job = state.jobs.get(uuid)
+        job = job_of(state.jobs, uuid)
         if job is not None and job.running and job.attempt == attempt:
             out.outcome("JobTimedOut", job, now, final=False)
-            state = _end_attempt(state._replace(deadlines=deadlines, deadline_entries=count), job, out,
+            state = _end_attempt(_with_deadlines(state, deadlines, count), job, out,
                                  f"timed out after {job.timeout_ms} ms")
-    return _startable(state._replace(deadlines=deadlines, deadline_entries=count))
+    return _startable(_with_deadlines(state, deadlines, count))
+
+
+def _with_deadlines(state: DispatchState, deadlines: Heap, count: int) -> DispatchState:
+    changed = state.copy()
+    changed.deadlines, changed.deadline_entries = deadlines, count
+    return changed
 
 
 def _running(state: DispatchState, uuid: str, verb: str, attempt: int | None) -> Job:
@@ -234,7 +268,7 @@ def _running(state: DispatchState, uuid: str, verb: str, attempt: int | None) ->
 
     A report that names an attempt which ended already (timed out, say, and retried) is late: applying it to
     the retry would end an attempt the tenant is still running, and dead-letter the retry's own report."""
-    job = state.jobs.get(uuid)
+    job = job_of(state.jobs, uuid)
     if job is None:
         raise Rejected("unknown_job", f"cannot {verb} {uuid!r}: no such pending or running job")
     if attempt is not None and (attempt < job.attempt or (attempt == job.attempt and not job.running)):
@@ -251,8 +285,9 @@ def _running(state: DispatchState, uuid: str, verb: str, attempt: int | None) ->
 
 def _put(state: DispatchState, name: str, worker: Worker) -> DispatchState:
     """`state` with `worker` (see `_offered`): the cold paths' way, one lookup of the worker it replaces."""
-    workers, tops = _offered(state.workers, state.tops, name, worker, state.workers.get(name))
-    return state._replace(workers=workers, tops=tops)
+    changed = state.copy()
+    changed.workers, changed.tops = _offered(state.workers, state.tops, name, worker, state.workers.get(name))
+    return changed
 
 
 def _offered(workers: Map[str, Worker], tops: Heap, name: str, worker: Worker,
@@ -283,8 +318,10 @@ def _forget(state: DispatchState, job: Job) -> DispatchState:
         worker, running = Worker(worker.max, worker.running - 1, worker.pending, worker.ready), running - 1
     else:
         worker = Worker(worker.max, worker.running, worker.pending - 1, worker.ready)
-    workers, tops = _offered(state.workers, state.tops, job.worker, worker, old)
-    return state._replace(jobs=state.jobs.delete(job.uuid), running=running, workers=workers, tops=tops)
+    changed = state.copy()
+    changed.workers, changed.tops = _offered(state.workers, state.tops, job.worker, worker, old)
+    changed.jobs, changed.running = state.jobs.delete(job.uuid), running
+    return changed
 
 
 def _end_attempt(state: DispatchState, job: Job, out: Out, error: str) -> DispatchState:
@@ -294,10 +331,13 @@ def _end_attempt(state: DispatchState, job: Job, out: Out, error: str) -> Dispat
         out.outcome("JobFailedFinally", job, state.now, final=True, error=error)
         return state
     worker = state.worker(job.worker)
-    worker = worker._replace(running=worker.running - 1, pending=worker.pending + 1,
-                             ready=push_run(worker.ready, ((job.acceptable_start, job.order, job.uuid),)))
-    retry = job._replace(running=False, started_at=0, deadline=0)
-    state = _put(state._replace(jobs=state.jobs.set(retry.uuid, retry), running=state.running - 1), job.worker, worker)
+    worker = Worker(worker.max, worker.running - 1, worker.pending + 1,
+                    push_run(worker.ready, ((job.acceptable_start, job.order, job.uuid),)))
+    retry = Job(job.uuid, job.external_id, job.info, job.worker, job.expected_start, job.acceptable_start, job.order,
+                job.max_retries, job.timeout_ms, job.attempt)
+    ended = state.copy()
+    ended.jobs, ended.running = state.jobs.set(retry.uuid, retry), state.running - 1
+    state = _put(ended, job.worker, worker)
     out.outcome("JobRetryScheduled", job, state.now, final=False, error=error)
     return state
 
@@ -309,15 +349,18 @@ def _startable(state: DispatchState) -> DispatchState:
         _, _, name, run = waiting.item
         waiting = pop(waiting)
         worker = state.worker(name)
-        state = _put(state, name, worker._replace(ready=push_run(worker.ready, run)))
-    return state._replace(waiting=waiting)
+        state = _put(state, name, Worker(worker.max, worker.running, worker.pending, push_run(worker.ready, run)))
+    if waiting is not state.waiting:
+        state = state.copy()
+        state.waiting = waiting
+    return state
 
 
 def _ready(jobs: Jobs, heap: Heap) -> Heap:
     """`heap` without the stale entries at its top."""
     while heap is not None:
         _, order, uuid, _, _ = heap.item
-        job = jobs.get(uuid)
+        job = job_of(jobs, uuid)
         if job is not None and not job.running and job.order == order:
             return heap
         heap = advance(heap)
@@ -347,7 +390,7 @@ def _schedule(state: DispatchState, out: Out) -> DispatchState:
         top = worker.ready.item
         if top[2] != uuid or top[1] != order:
             continue  # an older offer: the worker's current top has its own entry
-        job = jobs.get(uuid)
+        job = job_of(jobs, uuid)
         if job is None or job.running or job.order != order:  # a dead entry at the worker's top: offer the next
             cleaned = Worker(worker.max, worker.running, worker.pending, _ready(jobs, advance(worker.ready)))
             workers, tops = _offered(workers, tops, name, cleaned, worker)
@@ -362,8 +405,9 @@ def _schedule(state: DispatchState, out: Out) -> DispatchState:
                               "attempt": job.attempt, "started_at": now, "deadline": job.deadline,
                               "expected_start": job.expected_start, "acceptable_start": job.acceptable_start})
     if tops is not state.tops:
-        state = state._replace(jobs=jobs, running=running, workers=workers, tops=tops, deadlines=deadlines,
-                               deadline_entries=entries)
+        state = state.copy()
+        state.jobs, state.running, state.workers, state.tops = jobs, running, workers, tops
+        state.deadlines, state.deadline_entries = deadlines, entries
     if entries > 2 * running + STALE_DEADLINES:
         state = _without_stale_deadlines(state)
     return state
@@ -377,11 +421,11 @@ def _without_stale_deadlines(state: DispatchState) -> DispatchState:
     jobs, live = state.jobs, []
     for entry in entries(state.deadlines):
         _, _, attempt, uuid = entry
-        job = jobs.get(uuid)
+        job = job_of(jobs, uuid)
         if job is not None and job.running and job.attempt == attempt:
             live.append(entry)
     live.sort()
-    return state._replace(deadlines=of_sorted(live), deadline_entries=len(live))
+    return _with_deadlines(state, of_sorted(live), len(live))
 
 
 def _health(state: DispatchState, out: Out) -> DispatchState:
@@ -392,7 +436,7 @@ def _health(state: DispatchState, out: Out) -> DispatchState:
         workers[name] = {"running": worker.running, "max": worker.max, "pending": worker.pending}
         ready = _ready(state.jobs, worker.ready)
         if ready is not worker.ready:
-            state = _put(state, name, worker._replace(ready=ready))
+            state = _put(state, name, Worker(worker.max, worker.running, worker.pending, ready))
         if ready is not None and (oldest is None or ready.item[0] < oldest):
             oldest = ready.item[0]
     out.emit(DISPATCHER_HEALTH, {"type": "DispatcherHealth", "namespace": out.namespace, "now": state.now,

@@ -14,14 +14,42 @@ one push.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import Any, final
 
 
-class Node(NamedTuple):
-    rank: int  # length of the right spine: the merge walks only right spines
-    item: tuple[Any, ...]
-    left: Node | None
-    right: Node | None
+@final
+class Node:
+    """A heap node: frozen by convention (never changed once built; a change builds new nodes). A plain class,
+    not a named tuple: compiled, it is built and read natively, and every push and pop builds several."""
+
+    __slots__ = ("item", "left", "rank", "right")
+
+    def __init__(self, rank: int, item: tuple[Any, ...], left: Node | None, right: Node | None) -> None:
+        self.rank = rank  # length of the right spine: the merge walks only right spines
+        self.item = item
+        self.left = left
+        self.right = right
+
+    def __eq__(self, other: object) -> bool:
+        """The same tree of the same entries (as the named tuple it was compared): iterative, as a heap loaded
+        from sorted entries is a chain as long as the queue."""
+        if not isinstance(other, Node):
+            return NotImplemented
+        stack: list[tuple[Node | None, Node | None]] = [(self, other)]
+        while stack:
+            a, b = stack.pop()
+            if a is b:
+                continue
+            if a is None or b is None or a.rank != b.rank or a.item != b.item:
+                return False
+            stack.append((a.left, b.left))
+            stack.append((a.right, b.right))
+        return True
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Node({self.rank!r}, {self.item!r}, {self.left!r}, {self.right!r})"
 
 
 Heap = Node | None

@@ -21,7 +21,7 @@ Queues (entries that name a job no longer in that status are skipped when they r
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import NamedTuple
+from typing import Any, final
 
 from immutables import Map
 
@@ -32,20 +32,54 @@ from streams.core.dispatch.heap import Heap
 DEFAULT_MAX_THREADS = 100  # the seed's `elastic_dispatcher_config` row: threads, max 100
 
 
-class Job(NamedTuple):
-    uuid: str
-    external_id: str
-    info: str
-    worker: str
-    expected_start: int
-    acceptable_start: int
-    order: int  # the job's place among all jobs assigned in the namespace: ties broken by it
-    max_retries: int
-    timeout_ms: int
-    attempt: int = 0  # attempts started so far
-    running: bool = False
-    started_at: int = 0
-    deadline: int = 0
+JOB_FIELDS = ("uuid", "external_id", "info", "worker", "expected_start", "acceptable_start", "order", "max_retries",
+              "timeout_ms", "attempt", "running", "started_at", "deadline")
+
+
+@final
+class Job:
+    """A job. Frozen by convention: a change builds a new one. A plain class, not a named tuple: compiled, it is
+    built and read natively (a start builds one and reads most of its fields). Stored as `fields()`, in this
+    order (the named tuple's)."""
+
+    __slots__ = ("acceptable_start", "attempt", "deadline", "expected_start", "external_id", "info", "max_retries",
+                 "order", "running", "started_at", "timeout_ms", "uuid", "worker")
+
+    def __init__(self, uuid: str, external_id: str, info: str, worker: str, expected_start: int,
+                 acceptable_start: int, order: int, max_retries: int, timeout_ms: int, attempt: int = 0,
+                 running: bool = False, started_at: int = 0, deadline: int = 0) -> None:
+        self.uuid = uuid
+        self.external_id = external_id
+        self.info = info
+        self.worker = worker
+        self.expected_start = expected_start
+        self.acceptable_start = acceptable_start
+        self.order = order  # the job's place among all jobs assigned in the namespace: ties broken by it
+        self.max_retries = max_retries
+        self.timeout_ms = timeout_ms
+        self.attempt = attempt  # attempts started so far
+        self.running = running
+        self.started_at = started_at
+        self.deadline = deadline
+
+    def fields(self) -> list[Any]:
+        """Every field, in `JOB_FIELDS` order: the stored form, which `Job(*fields)` reads back."""
+        return [self.uuid, self.external_id, self.info, self.worker, self.expected_start, self.acceptable_start,
+                self.order, self.max_retries, self.timeout_ms, self.attempt, self.running, self.started_at,
+                self.deadline]
+
+    def _asdict(self) -> dict[str, Any]:
+        return dict(zip(JOB_FIELDS, self.fields(), strict=True))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Job):
+            return NotImplemented
+        return self.fields() == other.fields()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return "Job(" + ", ".join(f"{n}={v!r}" for n, v in self._asdict().items()) + ")"
 
 
 def bucket_of(uuid: str) -> str:
@@ -57,34 +91,119 @@ Jobs = Buckets[Job]  # a namespace's jobs by uuid, in buckets by `bucket_of`: a 
 NO_JOBS: Jobs = Buckets(bucket_of)
 
 
-class Worker(NamedTuple):
-    max: int | None = None  # None: only the namespace's cap holds
-    running: int = 0
-    pending: int = 0
-    ready: Heap = None
+def job_of(jobs: Jobs, uuid: str) -> Job | None:
+    """`jobs.get(uuid)`, calling `bucket_of` natively rather than through the map's bucket function (every `Jobs`
+    is bucketed by it: `NO_JOBS` and `codec.load` make them so, and a change keeps it)."""
+    bucket = jobs.buckets.get(bucket_of(uuid))
+    return None if bucket is None else bucket.get(uuid)
+
+
+@final
+class Worker:
+    """A worker's cap, counts and ready queue. Frozen by convention: a change builds a new one. A plain class, not
+    a named tuple: compiled, it is built and read natively (a start builds one)."""
+
+    __slots__ = ("max", "pending", "ready", "running")
+
+    def __init__(self, max: int | None = None, running: int = 0, pending: int = 0, ready: Heap = None) -> None:
+        self.max = max  # None: only the namespace's cap holds
+        self.running = running
+        self.pending = pending
+        self.ready = ready
 
     def has_room(self) -> bool:
         return self.max is None or self.running < self.max
 
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Worker):
+            return NotImplemented
+        return (self.max == other.max and self.running == other.running and self.pending == other.pending
+                and self.ready == other.ready)
 
-class DispatchState(NamedTuple):
-    offsets: Mapping[str, int] = NO_COUNTS
-    applied: int = 0
-    seqs: Mapping[str, int] = NO_COUNTS
-    now: int = 0
-    max: int = DEFAULT_MAX_THREADS
-    running: int = 0
-    assigned: int = 0  # jobs assigned so far: the next job's `order`
-    jobs: Jobs = NO_JOBS
-    workers: Map[str, Worker] = Map()
-    waiting: Heap = None
-    deadlines: Heap = None
-    deadline_entries: int = 0  # in `deadlines`, live or stale (it is rebuilt when too many are stale)
-    tops: Heap = None
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Worker(max={self.max!r}, running={self.running!r}, pending={self.pending!r}, ready={self.ready!r})"
+
+
+NO_WORKERS: Map[str, Worker] = Map()
+FIELDS = ("offsets", "applied", "seqs", "now", "max", "running", "assigned", "jobs", "workers", "waiting", "deadlines",
+          "deadline_entries", "tops")
+
+
+@final
+class DispatchState:
+    """A namespace's state. Frozen by convention: a change copies it (`copy`, then the copy's fields are set by the
+    code that made it, before anyone else sees it). A plain class, not a named tuple: compiled, a copy and its
+    fields are native, where a named tuple's `_replace` is a Python call (five a command cost a fifth of it)."""
+
+    __slots__ = (
+        "applied",
+        "assigned",
+        "deadline_entries",
+        "deadlines",
+        "jobs",
+        "max",
+        "now",
+        "offsets",
+        "running",
+        "seqs",
+        "tops",
+        "waiting",
+        "workers",
+    )
+
+    def __init__(self, offsets: Mapping[str, int] = NO_COUNTS, applied: int = 0, seqs: Mapping[str, int] = NO_COUNTS,
+                 now: int = 0, max: int = DEFAULT_MAX_THREADS, running: int = 0, assigned: int = 0,
+                 jobs: Jobs = NO_JOBS, workers: Map[str, Worker] = NO_WORKERS, waiting: Heap = None,
+                 deadlines: Heap = None, deadline_entries: int = 0, tops: Heap = None) -> None:
+        self.offsets = offsets
+        self.applied = applied
+        self.seqs = seqs
+        self.now = now
+        self.max = max
+        self.running = running
+        self.assigned = assigned  # jobs assigned so far: the next job's `order`
+        self.jobs = jobs
+        self.workers = workers
+        self.waiting = waiting
+        self.deadlines = deadlines
+        self.deadline_entries = deadline_entries  # in `deadlines`, live or stale (rebuilt when too many are stale)
+        self.tops = tops
+
+    def copy(self) -> DispatchState:
+        """A copy to change (see the class)."""
+        return DispatchState(self.offsets, self.applied, self.seqs, self.now, self.max, self.running, self.assigned,
+                             self.jobs, self.workers, self.waiting, self.deadlines, self.deadline_entries, self.tops)
+
+    def _replace(self, **changes: Any) -> DispatchState:
+        """A copy with `changes` (as a named tuple's): what `admission` and the cold paths use."""
+        fields = dict(zip(FIELDS, self._fields_of(), strict=True))
+        unknown = changes.keys() - fields.keys()
+        if unknown:
+            raise ValueError(f"Got unexpected field names: {sorted(unknown)!r}")
+        fields.update(changes)
+        return DispatchState(**fields)
+
+    def _fields_of(self) -> tuple[Any, ...]:
+        return (self.offsets, self.applied, self.seqs, self.now, self.max, self.running, self.assigned, self.jobs,
+                self.workers, self.waiting, self.deadlines, self.deadline_entries, self.tops)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, DispatchState):
+            return NotImplemented
+        return self._fields_of() == other._fields_of()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return "DispatchState(" + ", ".join(f"{n}={v!r}" for n, v in zip(FIELDS, self._fields_of(), strict=True)) + ")"
 
     def next_seq(self, stream: str) -> tuple[DispatchState, int]:
         seq = self.seqs.get(stream, 0) + 1
-        return self._replace(seqs={**self.seqs, stream: seq}), seq
+        numbered = self.copy()
+        numbered.seqs = {**self.seqs, stream: seq}
+        return numbered, seq
 
     def worker(self, name: str) -> Worker:
         return self.workers.get(name) or Worker()
