@@ -2,9 +2,10 @@
 
 Written once for all folds: a fold's state carries `offsets` (the last input offset applied per
 topic partition), `applied` (how many inputs so far: the next one's `cause.position`) and
-per-stream `seqs` behind `next_seq`, and is copied here with `_replace`: a named tuple's, or the
-pools' native state's method of that name (compiled, a named tuple's costs fifteen times a native
-constructor: the pool fold's states are native classes).
+per-stream `seqs` behind `next_seq`, and is copied here with `_replace`: a named tuple's, or a
+native state's method of that name (compiled, a named tuple's costs fifteen times a native
+constructor: the pools' and the dispatcher's states are native classes; the dispatcher's fold, the
+busiest, writes `admit` out on its own state).
 """
 
 from __future__ import annotations

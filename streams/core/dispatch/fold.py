@@ -90,8 +90,7 @@ class Out:
         seq = self.seqs[stream] = self.seqs.get(stream, 0) + 1
         body["cause"] = self.cause
         body["seq"] = seq
-        # built as the named tuple's own `__new__` builds it, without that Python-level call (two a finish)
-        self.emits.append(tuple.__new__(Emit, (stream, self.namespace, body)))
+        self.emits.append(Emit(stream, self.namespace, body))
 
     def outcome(self, kind: str, job: Job, at: int, final: bool, error: str = "") -> None:
         self.emit(JOB_OUTCOMES, {"type": kind, "namespace": self.namespace, "uuid": job.uuid,
