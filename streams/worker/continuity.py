@@ -63,7 +63,8 @@ class Continuity:
 
     def _install(self) -> None:
         """Make Faust commit the guard's offsets, and never its own gaps."""
-        faust_private.commit_only(self.app.consumer, lambda tp: self.positions.to_commit((tp.topic, tp.partition)))
+        faust_private.commit_only(self.app.consumer, lambda tp: self.positions.to_commit((tp.topic, tp.partition)),
+                                  lambda: self.positions.done_offsets())
         self._installed = True
 
     @property

@@ -15,7 +15,8 @@ into Faust only through a function here, so a Faust upgrade means reading this o
   `faust.streams._current_event`).
 * `commit_only`: the offset Faust commits for a partition comes from the continuity guard, never
   from Faust's acknowledgements and gaps (`Consumer._new_offset`, `_add_gap`, `_gap`, `_acked`,
-  `_acked_index`); `let_go` drops a message unacknowledged (`_unacked_messages`).
+  `_acked_index`), for the partitions the guard has records done in (`_filter_tps_with_pending_acks`);
+  `let_go` drops a message unacknowledged (`_unacked_messages`).
 * `commit_transactions_at_once`: Faust commits its transactional producers (one per assigned
   source partition and agent) one after the other, each some round trips to the broker: 100-500
   ms per commit with eight of them, measured. They are independent, so they are committed
@@ -99,6 +100,17 @@ into Faust only through a function here, so a Faust upgrade means reading this o
   makes every table before it starts, so recovery starts at once (`TableManager.on_start`,
   replaced for the whole process, the same steps without the sleep).
 
+* `events`: an agent's events as `Stream.events()` hands them over, without its per-event costs. Faust's
+  stream iterator (`Stream._c_aiter`) yields to the event loop before every event (`await sleep(0)`: one
+  more turn of the loop, an epoll call, per record), calls the monitor's sensors twice and does Faust's
+  acknowledgement bookkeeping, which tribunal replaces anyway (`commit_only`). The worker's agents read the
+  channel's queue directly (`Channel.queue`: `get_nowait`, `empty`) and keep what the stream
+  does that matters: events of another consumer generation or taken while the flow is suspended are
+  skipped, each event is tracked as unacknowledged while the agent handles it (so a rebalance's
+  `Consumer.wait_empty` waits for it, `_unacked_messages`, `_waiting_for_ack`) and is the task's current
+  event (`faust.streams._current_event`, for the tables' stores); and the loop is yielded to every
+  `YIELD_EVERY` events, as Faust's own fetch loop does.
+
 `check()` runs before the app is built and names whatever a Faust upgrade moved.
 """
 
@@ -108,7 +120,7 @@ import asyncio
 import inspect
 import logging
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Iterable, Iterator, Mapping
 from typing import Any
 
 from streams.errors import TribunalError
@@ -116,6 +128,7 @@ from streams.errors import TribunalError
 log = logging.getLogger(__name__)
 
 _INSTANCE_ATTRIBUTES = ("_gap", "_acked", "_acked_index", "_unacked_messages")
+YIELD_EVERY = 100  # events an agent handles before it lets the event loop run others (`events`)
 _ORIGINALS: dict[str, Any] = {}  # Faust's own functions that a replacement calls, kept from the first replacement
 
 
@@ -131,7 +144,8 @@ def check() -> None:
     wanted = [(AIOKafkaConsumerThread, "_highwaters"), (Producer, "_transaction_producers"),
               (Producer, "_trn_locks"), (Store, "_encode_key"), (Store, "_encode_value"),
               (Consumer, "_new_offset"), (Consumer, "_add_gap"), (Producer, "commit_transactions"),
-              (Producer, "_settings_extra"), (Producer, "_ensure_producer"), (Consumer, "on_buffer_full")]
+              (Producer, "_settings_extra"), (Producer, "_ensure_producer"), (Consumer, "on_buffer_full"),
+              (Consumer, "_filter_tps_with_pending_acks")]
     missing = [f"{cls.__name__}.{name}" for cls, name in wanted if not hasattr(cls, name)]
     if not hasattr(faust.streams, "_current_event"):
         missing.append("faust.streams._current_event")
@@ -167,6 +181,11 @@ def check() -> None:
                        f"{FAUST_FETCH_WAIT_MS} and aiokafka's Fetcher keeping it")
     if "terminal.logtable(" not in inspect.getsource(Consumer._commit_offsets):
         missing.append("Consumer._commit_offsets drawing its offsets with terminal.logtable")
+    from faust.types.tuples import Message
+
+    missing += [f"Message.{name}" for name in ("tracked", "acked", "generation_id") if name not in Message.__slots__]
+    if not hasattr(Consumer, "_waiting_for_ack"):
+        missing.append("Consumer._waiting_for_ack")
     init = inspect.getsource(Consumer.__init__)
     missing += [f"Consumer.{name}" for name in _INSTANCE_ATTRIBUTES if f"self.{name} =" not in init]
     if missing:
@@ -496,8 +515,18 @@ def encoded(table: Any, key: Any, value: Any) -> tuple[bytes, bytes | None]:
     return store._encode_key(key), store._encode_value(value)
 
 
-def commit_only(consumer: Any, offset_for: Callable[[Any], int | None]) -> None:
-    """Make `consumer` commit `offset_for(tp)` for each partition, and never count a gap as processed."""
+def commit_only(consumer: Any, offset_for: Callable[[Any], int | None],
+                done: Callable[[], Iterable[tuple[str, int]]]) -> None:
+    """Make `consumer` commit `offset_for(tp)` for each partition of `done()`, and never count a gap as processed.
+
+    Faust commits the partitions it holds acknowledgements for (`_filter_tps_with_pending_acks`); the
+    agents' events are not acknowledged through Faust (`events`), so the partitions are the guard's."""
+    from aiokafka.structs import TopicPartition  # what Faust's own tps are (aiokafka checks the class)
+
+    def with_done_records(topics: Any = None) -> Iterator[Any]:
+        return (tp for tp in (TopicPartition(topic, partition) for topic, partition in done())
+                if topics is None or tp in topics or tp.topic in topics)
+
     def new_offset(tp: Any) -> int | None:
         acked = consumer._acked.get(tp)
         if acked:  # Faust's own bookkeeping, kept from growing; the guard's figure is what counts
@@ -509,6 +538,7 @@ def commit_only(consumer: Any, offset_for: Callable[[Any], int | None]) -> None:
         return None
 
     consumer._new_offset = new_offset
+    consumer._filter_tps_with_pending_acks = with_done_records
     consumer._add_gap = no_gap
     consumer._gap.clear()
 
@@ -517,3 +547,55 @@ def let_go(consumer: Any, message: Any) -> None:
     """Let `message` go without acknowledging it."""
     message.acked = True  # Faust's ack() is a no-op for a message marked acked
     consumer._unacked_messages.discard(message)
+
+
+async def events(app: Any, stream: Any) -> AsyncIterator[Any]:
+    """`stream`'s events, as `stream.events()` would hand them over, minus its per-event costs (see the module doc)."""
+    from faust.streams import _current_event
+    from faust.types import EventT
+    from mode.utils.futures import notify
+
+    started = await stream.maybe_start()
+    channel = stream.channel
+    queue = channel.queue
+    empty, get_now, get = queue.empty, queue.get_nowait, channel.__anext__  # both raise what was thrown into it
+    consumer, flow = app.consumer, app.flow_control
+    unacked = consumer._unacked_messages
+    handled = 0
+    try:
+        while not stream.should_stop:
+            if empty():
+                handled = 0
+                try:
+                    value = await get()
+                except StopAsyncIteration:  # the channel is stopping: so ends Faust's own iterator
+                    return
+            else:
+                handled += 1
+                if handled >= YIELD_EVERY:
+                    handled = 0
+                    await asyncio.sleep(0)
+                    continue
+                try:
+                    value = get_now()
+                except StopAsyncIteration:
+                    return
+            if not isinstance(value, EventT):
+                continue
+            message = value.message
+            if not flow.is_active() or message.generation_id != app.consumer_generation_id:
+                continue  # as Faust's stream: delivered before a rebalance, delivered again after it
+            message.tracked = True
+            unacked.add(message)
+            _current_event.set(weakref.ref(value))
+            try:
+                yield value
+            finally:
+                message.acked = True  # Faust's own ack() is now a no-op for it
+                unacked.discard(message)
+                notify(consumer._waiting_for_ack)
+    finally:
+        stream._channel_stop_iteration(channel)
+        if started:
+            await stream.stop()
+            stream.service_reset()
