@@ -63,8 +63,7 @@ class Continuity:
 
     def _install(self) -> None:
         """Make Faust commit the guard's offsets, and never its own gaps."""
-        faust_private.commit_only(self.app.consumer, lambda tp: self.positions.to_commit((tp.topic, tp.partition)),
-                                  lambda: self.positions.done_offsets())
+        faust_private.commit_only(self.app.consumer, lambda tp: self.positions.to_commit((tp.topic, tp.partition)))
         self._installed = True
 
     @property

@@ -15,8 +15,7 @@ into Faust only through a function here, so a Faust upgrade means reading this o
   `faust.streams._current_event`).
 * `commit_only`: the offset Faust commits for a partition comes from the continuity guard, never
   from Faust's acknowledgements and gaps (`Consumer._new_offset`, `_add_gap`, `_gap`, `_acked`,
-  `_acked_index`), for the partitions the guard has records done in (`_filter_tps_with_pending_acks`);
-  `let_go` drops a message unacknowledged (`_unacked_messages`).
+  `_acked_index`); `let_go` drops a message unacknowledged (`_unacked_messages`).
 * `commit_transactions_at_once`: Faust commits its transactional producers (one per assigned
   source partition and agent) one after the other, each some round trips to the broker: 100-500
   ms per commit with eight of them, measured. They are independent, so they are committed
@@ -108,7 +107,9 @@ into Faust only through a function here, so a Faust upgrade means reading this o
   does that matters: events of another consumer generation or taken while the flow is suspended are
   skipped, each event is tracked as unacknowledged while the agent handles it (so a rebalance's
   `Consumer.wait_empty` waits for it, `_unacked_messages`, `_waiting_for_ack`) and is the task's current
-  event (`faust.streams._current_event`, for the tables' stores); and the loop is yielded to every
+  event (`faust.streams._current_event`, for the tables' stores); its partition is then one Faust commits
+  (a key of `Consumer._acked`, as an acknowledgement makes it: Faust commits the partitions there,
+  `_filter_tps_with_pending_acks`, and drops a revoked one's); and the loop is yielded to every
   `YIELD_EVERY` events, as Faust's own fetch loop does.
 
 `check()` runs before the app is built and names whatever a Faust upgrade moved.
@@ -120,7 +121,7 @@ import asyncio
 import inspect
 import logging
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Mapping
 from typing import Any
 
 from streams.errors import TribunalError
@@ -144,8 +145,7 @@ def check() -> None:
     wanted = [(AIOKafkaConsumerThread, "_highwaters"), (Producer, "_transaction_producers"),
               (Producer, "_trn_locks"), (Store, "_encode_key"), (Store, "_encode_value"),
               (Consumer, "_new_offset"), (Consumer, "_add_gap"), (Producer, "commit_transactions"),
-              (Producer, "_settings_extra"), (Producer, "_ensure_producer"), (Consumer, "on_buffer_full"),
-              (Consumer, "_filter_tps_with_pending_acks")]
+              (Producer, "_settings_extra"), (Producer, "_ensure_producer"), (Consumer, "on_buffer_full")]
     missing = [f"{cls.__name__}.{name}" for cls, name in wanted if not hasattr(cls, name)]
     if not hasattr(faust.streams, "_current_event"):
         missing.append("faust.streams._current_event")
@@ -186,6 +186,8 @@ def check() -> None:
     missing += [f"Message.{name}" for name in ("tracked", "acked", "generation_id") if name not in Message.__slots__]
     if not hasattr(Consumer, "_waiting_for_ack"):
         missing.append("Consumer._waiting_for_ack")
+    if "for tp in self._acked" not in inspect.getsource(Consumer._filter_tps_with_pending_acks):
+        missing.append("Consumer._filter_tps_with_pending_acks committing the partitions in _acked")
     init = inspect.getsource(Consumer.__init__)
     missing += [f"Consumer.{name}" for name in _INSTANCE_ATTRIBUTES if f"self.{name} =" not in init]
     if missing:
@@ -515,18 +517,8 @@ def encoded(table: Any, key: Any, value: Any) -> tuple[bytes, bytes | None]:
     return store._encode_key(key), store._encode_value(value)
 
 
-def commit_only(consumer: Any, offset_for: Callable[[Any], int | None],
-                done: Callable[[], Iterable[tuple[str, int]]]) -> None:
-    """Make `consumer` commit `offset_for(tp)` for each partition of `done()`, and never count a gap as processed.
-
-    Faust commits the partitions it holds acknowledgements for (`_filter_tps_with_pending_acks`); the
-    agents' events are not acknowledged through Faust (`events`), so the partitions are the guard's."""
-    from aiokafka.structs import TopicPartition  # what Faust's own tps are (aiokafka checks the class)
-
-    def with_done_records(topics: Any = None) -> Iterator[Any]:
-        return (tp for tp in (TopicPartition(topic, partition) for topic, partition in done())
-                if topics is None or tp in topics or tp.topic in topics)
-
+def commit_only(consumer: Any, offset_for: Callable[[Any], int | None]) -> None:
+    """Make `consumer` commit `offset_for(tp)` for each partition, and never count a gap as processed."""
     def new_offset(tp: Any) -> int | None:
         acked = consumer._acked.get(tp)
         if acked:  # Faust's own bookkeeping, kept from growing; the guard's figure is what counts
@@ -538,7 +530,6 @@ def commit_only(consumer: Any, offset_for: Callable[[Any], int | None],
         return None
 
     consumer._new_offset = new_offset
-    consumer._filter_tps_with_pending_acks = with_done_records
     consumer._add_gap = no_gap
     consumer._gap.clear()
 
@@ -560,7 +551,7 @@ async def events(app: Any, stream: Any) -> AsyncIterator[Any]:
     queue = channel.queue
     empty, get_now, get = queue.empty, queue.get_nowait, channel.__anext__  # both raise what was thrown into it
     consumer, flow = app.consumer, app.flow_control
-    unacked = consumer._unacked_messages
+    unacked, acked = consumer._unacked_messages, consumer._acked
     handled = 0
     try:
         while not stream.should_stop:
@@ -593,6 +584,8 @@ async def events(app: Any, stream: Any) -> AsyncIterator[Any]:
             finally:
                 message.acked = True  # Faust's own ack() is now a no-op for it
                 unacked.discard(message)
+                if message.tp not in acked:  # what an acknowledgement would leave: Faust commits this partition
+                    acked[message.tp] = []
                 notify(consumer._waiting_for_ack)
     finally:
         stream._channel_stop_iteration(channel)

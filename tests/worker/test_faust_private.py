@@ -272,7 +272,7 @@ class _App:
     def __init__(self, generation: int) -> None:
         from types import SimpleNamespace
 
-        self.consumer = SimpleNamespace(_unacked_messages=set(), _waiting_for_ack=None)
+        self.consumer = SimpleNamespace(_unacked_messages=set(), _waiting_for_ack=None, _acked={})
         self.flow_control, self.consumer_generation_id = _Flow(), generation
 
 
@@ -300,6 +300,7 @@ def test_an_agent_gets_the_current_generations_events_each_tracked_while_handled
                     break
         assert all(held)  # a rebalance's wait_empty waits for the event being handled; the stores see its partition
         assert app.consumer._unacked_messages == set() and all(e.message.acked for e in handled)
+        assert list(app.consumer._acked) == [handled[0].message.tp]  # Faust commits the partitions listed there
         return [e.message.offset for e in handled]
 
     assert asyncio.run(scenario()) == [1, 2, 4]  # delivered before a rebalance (generation 1): not handed over
@@ -327,19 +328,3 @@ def test_an_agent_gets_nothing_while_the_flow_is_suspended() -> None:
 
     assert asyncio.run(scenario()) == [3]
 
-
-def test_faust_commits_the_partitions_the_guard_has_records_done_in() -> None:
-    from collections import defaultdict
-    from types import SimpleNamespace
-
-    from aiokafka.structs import TopicPartition
-
-    consumer = SimpleNamespace(_acked=defaultdict(list), _acked_index=defaultdict(set), _gap={})
-    done = {("in", 0): 7, ("in", 2): 3, ("other", 1): 5}
-    faust_private.commit_only(consumer, lambda tp: done.get((tp.topic, tp.partition)), lambda: done)
-    # no event was acknowledged through Faust (`events`): Faust's own choice would commit nothing
-    pending = list(consumer._filter_tps_with_pending_acks())
-    assert pending == [TopicPartition("in", 0), TopicPartition("in", 2), TopicPartition("other", 1)]
-    assert all(type(tp) is TopicPartition for tp in pending)  # aiokafka refuses any other class of key
-    assert list(consumer._filter_tps_with_pending_acks({"in"})) == [TopicPartition("in", 0), TopicPartition("in", 2)]
-    assert [consumer._new_offset(tp) for tp in pending] == [7, 3, 5]
