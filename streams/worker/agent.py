@@ -8,6 +8,7 @@ from typing import Any
 import faust
 
 from streams.settings import Settings
+from streams.worker import faust_private
 from streams.worker.checkpoint import Checkpoint
 from streams.worker.keeper import Keeper
 from streams.worker.unit import Progress, Unit
@@ -19,7 +20,8 @@ def add_fold_agent(app: faust.App, settings: Settings, keeper: Keeper[Any], chec
 
     Each record goes through the fold's `Unit` (`streams.worker.unit`): admitted, routed to its
     key's partition, folded in memory and handed to the checkpoint, which writes and commits in
-    batches.
+    batches. The events come through `faust_private.events`: Faust's stream iterator without its
+    per-event turn of the event loop and sensors.
     """
     fold = keeper.fold
     names = {settings.topic(t): t for t in fold.inputs}
@@ -31,7 +33,7 @@ def add_fold_agent(app: faust.App, settings: Settings, keeper: Keeper[Any], chec
 
     async def run(stream: Any) -> None:
         handled = time.perf_counter()
-        async for event in stream.events():
+        async for event in faust_private.events(app, stream):
             stats.waiting += time.perf_counter() - handled
             await unit.process(event)
             handled = time.perf_counter()

@@ -99,6 +99,19 @@ into Faust only through a function here, so a Faust upgrade means reading this o
   makes every table before it starts, so recovery starts at once (`TableManager.on_start`,
   replaced for the whole process, the same steps without the sleep).
 
+* `events`: an agent's events as `Stream.events()` hands them over, without its per-event costs. Faust's
+  stream iterator (`Stream._c_aiter`) yields to the event loop before every event (`await sleep(0)`: one
+  more turn of the loop, an epoll call, per record), calls the monitor's sensors twice and does Faust's
+  acknowledgement bookkeeping, which tribunal replaces anyway (`commit_only`). The worker's agents read the
+  channel's queue directly (`Channel.queue`: `get_nowait`, `empty`) and keep what the stream
+  does that matters: events of another consumer generation or taken while the flow is suspended are
+  skipped, each event is tracked as unacknowledged while the agent handles it (so a rebalance's
+  `Consumer.wait_empty` waits for it, `_unacked_messages`, `_waiting_for_ack`) and is the task's current
+  event (`faust.streams._current_event`, for the tables' stores); its partition is then one Faust commits
+  (a key of `Consumer._acked`, as an acknowledgement makes it: Faust commits the partitions there,
+  `_filter_tps_with_pending_acks`, and drops a revoked one's); and the loop is yielded to every
+  `YIELD_EVERY` events, as Faust's own fetch loop does.
+
 `check()` runs before the app is built and names whatever a Faust upgrade moved.
 """
 
@@ -108,7 +121,7 @@ import asyncio
 import inspect
 import logging
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Mapping
 from typing import Any
 
 from streams.errors import TribunalError
@@ -116,6 +129,7 @@ from streams.errors import TribunalError
 log = logging.getLogger(__name__)
 
 _INSTANCE_ATTRIBUTES = ("_gap", "_acked", "_acked_index", "_unacked_messages")
+YIELD_EVERY = 100  # events an agent handles before it lets the event loop run others (`events`)
 _ORIGINALS: dict[str, Any] = {}  # Faust's own functions that a replacement calls, kept from the first replacement
 
 
@@ -167,6 +181,13 @@ def check() -> None:
                        f"{FAUST_FETCH_WAIT_MS} and aiokafka's Fetcher keeping it")
     if "terminal.logtable(" not in inspect.getsource(Consumer._commit_offsets):
         missing.append("Consumer._commit_offsets drawing its offsets with terminal.logtable")
+    from faust.types.tuples import Message
+
+    missing += [f"Message.{name}" for name in ("tracked", "acked", "generation_id") if name not in Message.__slots__]
+    if not hasattr(Consumer, "_waiting_for_ack"):
+        missing.append("Consumer._waiting_for_ack")
+    if "for tp in self._acked" not in inspect.getsource(Consumer._filter_tps_with_pending_acks):
+        missing.append("Consumer._filter_tps_with_pending_acks committing the partitions in _acked")
     init = inspect.getsource(Consumer.__init__)
     missing += [f"Consumer.{name}" for name in _INSTANCE_ATTRIBUTES if f"self.{name} =" not in init]
     if missing:
@@ -517,3 +538,57 @@ def let_go(consumer: Any, message: Any) -> None:
     """Let `message` go without acknowledging it."""
     message.acked = True  # Faust's ack() is a no-op for a message marked acked
     consumer._unacked_messages.discard(message)
+
+
+async def events(app: Any, stream: Any) -> AsyncIterator[Any]:
+    """`stream`'s events, as `stream.events()` would hand them over, minus its per-event costs (see the module doc)."""
+    from faust.streams import _current_event
+    from faust.types import EventT
+    from mode.utils.futures import notify
+
+    started = await stream.maybe_start()
+    channel = stream.channel
+    queue = channel.queue
+    empty, get_now, get = queue.empty, queue.get_nowait, channel.__anext__  # both raise what was thrown into it
+    consumer, flow = app.consumer, app.flow_control
+    unacked, acked = consumer._unacked_messages, consumer._acked
+    handled = 0
+    try:
+        while not stream.should_stop:
+            if empty():
+                handled = 0
+                try:
+                    value = await get()
+                except StopAsyncIteration:  # the channel is stopping: so ends Faust's own iterator
+                    return
+            else:
+                handled += 1
+                if handled >= YIELD_EVERY:
+                    handled = 0
+                    await asyncio.sleep(0)
+                    continue
+                try:
+                    value = get_now()
+                except StopAsyncIteration:
+                    return
+            if not isinstance(value, EventT):
+                continue
+            message = value.message
+            if not flow.is_active() or message.generation_id != app.consumer_generation_id:
+                continue  # as Faust's stream: delivered before a rebalance, delivered again after it
+            message.tracked = True
+            unacked.add(message)
+            _current_event.set(weakref.ref(value))
+            try:
+                yield value
+            finally:
+                message.acked = True  # Faust's own ack() is now a no-op for it
+                unacked.discard(message)
+                if message.tp not in acked:  # what an acknowledgement would leave: Faust commits this partition
+                    acked[message.tp] = []
+                notify(consumer._waiting_for_ack)
+    finally:
+        stream._channel_stop_iteration(channel)
+        if started:
+            await stream.stop()
+            stream.service_reset()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 from typing import Any
 
@@ -234,3 +235,96 @@ def test_the_consumer_fetches_with_a_short_wait_only_while_recovering(monkeypatc
         return seen
 
     assert asyncio.run(waits()) == [100, faust_private.FAUST_FETCH_WAIT_MS, 100]
+
+
+class _Flow:
+    def __init__(self) -> None:
+        self.active = True
+
+    def is_active(self) -> bool:
+        return self.active
+
+
+class _Channel:
+    def __init__(self) -> None:
+        from mode.utils.queues import FlowControlEvent, ThrowableQueue
+
+        flow = FlowControlEvent()
+        flow.resume()
+        self.queue: Any = ThrowableQueue(flow_control=flow)
+
+    async def __anext__(self) -> Any:
+        return await self.queue.get()
+
+
+class _Stream:
+    def __init__(self) -> None:
+        self.channel, self.should_stop = _Channel(), False
+
+    async def maybe_start(self) -> bool:
+        return False
+
+    def _channel_stop_iteration(self, channel: Any) -> None:
+        pass
+
+
+class _App:
+    def __init__(self, generation: int) -> None:
+        from types import SimpleNamespace
+
+        self.consumer = SimpleNamespace(_unacked_messages=set(), _waiting_for_ack=None, _acked={})
+        self.flow_control, self.consumer_generation_id = _Flow(), generation
+
+
+def _event(offset: int, generation: int) -> Any:
+    from faust.events import Event
+    from faust.types.tuples import Message
+
+    message = Message("in", 0, offset, 0.0, 0, [], b"k", b"v", None, generation_id=generation)
+    return Event(None, b"k", b"v", [], message)  # type: ignore[arg-type]
+
+
+def test_an_agent_gets_the_current_generations_events_each_tracked_while_handled() -> None:
+    from faust.streams import _current_event
+
+    async def scenario() -> list[int]:
+        app, stream = _App(generation=2), _Stream()
+        for offset, generation in ((0, 1), (1, 2), (2, 2), (3, 1), (4, 2)):
+            stream.channel.queue.put_nowait(_event(offset, generation))
+        handled, held = [], []
+        async with contextlib.aclosing(faust_private.events(app, stream)) as events:
+            async for event in events:
+                held.append(set(app.consumer._unacked_messages) == {event.message} and _current_event.get()() is event)
+                handled.append(event)
+                if event.message.offset == 4:
+                    break
+        assert all(held)  # a rebalance's wait_empty waits for the event being handled; the stores see its partition
+        assert app.consumer._unacked_messages == set() and all(e.message.acked for e in handled)
+        assert list(app.consumer._acked) == [handled[0].message.tp]  # Faust commits the partitions listed there
+        return [e.message.offset for e in handled]
+
+    assert asyncio.run(scenario()) == [1, 2, 4]  # delivered before a rebalance (generation 1): not handed over
+
+
+def test_an_agent_gets_nothing_while_the_flow_is_suspended() -> None:
+    async def scenario() -> list[int]:
+        app, stream = _App(generation=1), _Stream()
+        for offset in range(3):
+            stream.channel.queue.put_nowait(_event(offset, 1))
+        app.flow_control.active = False
+        handled = []
+
+        async def take() -> None:
+            async for event in faust_private.events(app, stream):
+                handled.append(event.message.offset)
+
+        task = asyncio.create_task(take())
+        await asyncio.sleep(0.05)  # the three queued events are read and skipped; then it waits for more
+        app.flow_control.active = True
+        stream.channel.queue.put_nowait(_event(3, 1))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        return handled
+
+    assert asyncio.run(scenario()) == [3]
+
