@@ -16,6 +16,7 @@ from typing import Any, Final, final
 import orjson
 
 from schemas.common import Record
+from streams.core.frozen import Frozen
 
 DLQ = "dlq"
 SILENT_INPUTS = "silent-inputs"  # every fold's answer to an input it applied that wrote nothing else
@@ -32,7 +33,7 @@ def topic_of(stream: str, source_topic: str, prefix: str) -> str:
 
 
 @final
-class Emit:
+class Emit(Frozen):
     """One output record; a native class (built once or twice per input: see `streams.core.pools.verdicts`)."""
 
     __slots__ = ("key", "record", "stream")
@@ -42,12 +43,8 @@ class Emit:
         self.key: Final = key
         self.record: Final = record
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Emit) and (self.stream, self.key, self.record) == (other.stream, other.key,
-                                                                                    other.record)
-
-    def __repr__(self) -> str:
-        return f"Emit({self.stream!r}, {self.key!r}, {self.record!r})"
+    def _fields(self) -> tuple[object, ...]:
+        return (self.stream, self.key, self.record)
 
     def value_bytes(self) -> bytes:
         """The canonical encoding: compact UTF-8 JSON, fields in model order; same record, same bytes."""

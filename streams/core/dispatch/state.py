@@ -28,6 +28,7 @@ from immutables import Map
 from streams.core.admission import NO_COUNTS
 from streams.core.buckets import Buckets
 from streams.core.dispatch.heap import Heap
+from streams.core.frozen import Frozen
 
 DEFAULT_MAX_THREADS = 100  # the seed's `elastic_dispatcher_config` row: threads, max 100
 
@@ -37,7 +38,7 @@ JOB_FIELDS = ("uuid", "external_id", "info", "worker", "expected_start", "accept
 
 
 @final
-class Job:
+class Job(Frozen):
     """A job. Frozen by convention: a change builds a new one. A plain class, not a named tuple: compiled, it is
     built and read natively (a start builds one and reads most of its fields). Stored as `fields()`, in this
     order (the named tuple's)."""
@@ -68,18 +69,11 @@ class Job:
                 self.order, self.max_retries, self.timeout_ms, self.attempt, self.running, self.started_at,
                 self.deadline]
 
+    def _fields(self) -> tuple[object, ...]:
+        return tuple(self.fields())
+
     def _asdict(self) -> dict[str, Any]:
         return dict(zip(JOB_FIELDS, self.fields(), strict=True))
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Job):
-            return NotImplemented
-        return self.fields() == other.fields()
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return "Job(" + ", ".join(f"{n}={v!r}" for n, v in self._asdict().items()) + ")"
 
 
 def bucket_of(uuid: str) -> str:
@@ -99,7 +93,7 @@ def job_of(jobs: Jobs, uuid: str) -> Job | None:
 
 
 @final
-class Worker:
+class Worker(Frozen):
     """A worker's cap, counts and ready queue. Frozen by convention: a change builds a new one. A plain class, not
     a named tuple: compiled, it is built and read natively (a start builds one)."""
 
@@ -114,16 +108,8 @@ class Worker:
     def has_room(self) -> bool:
         return self.max is None or self.running < self.max
 
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Worker):
-            return NotImplemented
-        return (self.max == other.max and self.running == other.running and self.pending == other.pending
-                and self.ready == other.ready)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"Worker(max={self.max!r}, running={self.running!r}, pending={self.pending!r}, ready={self.ready!r})"
+    def _fields(self) -> tuple[object, ...]:
+        return (self.max, self.running, self.pending, self.ready)
 
 
 NO_WORKERS: Map[str, Worker] = Map()
@@ -132,7 +118,7 @@ FIELDS = ("offsets", "applied", "seqs", "now", "max", "running", "assigned", "jo
 
 
 @final
-class DispatchState:
+class DispatchState(Frozen):
     """A namespace's state. Frozen by convention: a change copies it (`copy`, then the copy's fields are set by the
     code that made it, before anyone else sees it). A plain class, not a named tuple: compiled, a copy and its
     fields are native, where a named tuple's `_replace` is a Python call (five a command cost a fifth of it)."""
@@ -178,26 +164,16 @@ class DispatchState:
 
     def _replace(self, **changes: Any) -> DispatchState:
         """A copy with `changes` (as a named tuple's): what `admission` and the cold paths use."""
-        fields = dict(zip(FIELDS, self._fields_of(), strict=True))
+        fields = dict(zip(FIELDS, self._fields(), strict=True))
         unknown = changes.keys() - fields.keys()
         if unknown:
             raise ValueError(f"Got unexpected field names: {sorted(unknown)!r}")
         fields.update(changes)
         return DispatchState(**fields)
 
-    def _fields_of(self) -> tuple[Any, ...]:
+    def _fields(self) -> tuple[Any, ...]:
         return (self.offsets, self.applied, self.seqs, self.now, self.max, self.running, self.assigned, self.jobs,
                 self.workers, self.waiting, self.deadlines, self.deadline_entries, self.tops)
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, DispatchState):
-            return NotImplemented
-        return self._fields_of() == other._fields_of()
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return "DispatchState(" + ", ".join(f"{n}={v!r}" for n, v in zip(FIELDS, self._fields_of(), strict=True)) + ")"
 
     def next_seq(self, stream: str) -> tuple[DispatchState, int]:
         seq = self.seqs.get(stream, 0) + 1

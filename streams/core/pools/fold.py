@@ -17,6 +17,7 @@ from schemas.cluster import ClusterEvent, InstancesObserved, PoolCapacitySet, Po
 from schemas.policy import DeciderPolicy, JusticePolicy, PolicyRecord
 from streams.core.admission import NO_COUNTS, admit, reject
 from streams.core.deadletter import Rejected
+from streams.core.frozen import Frozen
 from streams.core.intake import error_text, parse, readable
 from streams.core.outputs import Emit
 from streams.core.pools import decider, justice
@@ -39,7 +40,7 @@ _CLUSTER = TypeAdapter(ClusterEvent)
 
 
 @final
-class PoolState:
+class PoolState(Frozen):
     """A pool's state: frozen (`Final` attributes), a native class built once or twice per record (see
     `DeciderState`)."""
 
@@ -56,12 +57,6 @@ class PoolState:
 
     def _fields(self) -> tuple[object, ...]:
         return (self.decider, self.justice, self.seqs, self.offsets, self.applied)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, PoolState) and self._fields() == other._fields()
-
-    def __repr__(self) -> str:
-        return "PoolState" + repr(self._fields())
 
     def _replace(self, *, offsets: Mapping[str, int], applied: int) -> PoolState:
         """The copy `streams.core.admission` makes of every fold's state (a named tuple's method of this name)."""

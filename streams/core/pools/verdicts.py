@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final, final
 
 from schemas.decisions import Outcome, Round
+from streams.core.frozen import Frozen
 from streams.core.pools.rules import NEUTRAL, AppRule, CompiledPolicy
 from streams.core.pools.timing import Timing
 
@@ -16,7 +17,7 @@ Idle = tuple[frozenset[str], ...]  # the idle apps of each priority (index 1 to 
 
 
 @final
-class DeciderState:
+class DeciderState(Frozen):
     """A pool's decider state: frozen (its attributes are `Final`, read-only when compiled), a native class.
 
     Built once or twice per record, so not a named tuple: compiled by mypyc, building this costs a C call where
@@ -41,12 +42,6 @@ class DeciderState:
 
     def _fields(self) -> tuple[object, ...]:
         return (self.policy, self.capacity, self.instances, self.metricals, self.idle, self.timing, self.used)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, DeciderState) and self._fields() == other._fields()
-
-    def __repr__(self) -> str:
-        return "DeciderState" + repr(self._fields())
 
     @staticmethod
     def of(policy: CompiledPolicy, capacity: int, instances: Mapping[str, int],
@@ -104,7 +99,7 @@ def mark(idle: Idle, rule: AppRule, is_idle: bool) -> Idle:
 
 
 @final
-class Verdict:
+class Verdict(Frozen):
     """What a decision says; built once per record, a native class for the reason `DeciderState` is."""
 
     __slots__ = ("granted", "moves", "outcome", "reason", "reason_code", "requested", "scores", "shaped")
@@ -124,12 +119,6 @@ class Verdict:
     def _fields(self) -> tuple[object, ...]:
         return (self.outcome, self.requested, self.granted, self.moves, self.scores, self.reason_code, self.reason,
                 self.shaped)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Verdict) and self._fields() == other._fields()
-
-    def __repr__(self) -> str:
-        return "Verdict" + repr(self._fields())
 
     def shaped_as(self, shaped: Mapping[str, Any], reason: str | None = None, reason_code: str | None = None
                   ) -> Verdict:
