@@ -31,14 +31,14 @@ from immutables import Map
 from pydantic import TypeAdapter, ValidationError
 
 from schemas import dispatch as records
-from streams.core.admission import reject
+from streams.core.admission import offsets_after, reject
 from streams.core.deadletter import Rejected
 from streams.core.dispatch.heap import Heap, advance, entries, of_sorted, pop, push, push_run
 from streams.core.dispatch.reports import Report, of_model, read
 from streams.core.dispatch.state import DispatchState, Job, Jobs, Worker, job_of
 from streams.core.intake import error_text, readable
 from streams.core.outputs import Emit
-from streams.core.source import SourceRecord, cause_of, event_time, named_key, origin, record_key
+from streams.core.source import SourceRecord, cause_of, event_time, named_key, record_key
 
 DISPATCH_COMMANDS = "dispatch-commands"
 TICKS = "ticks"
@@ -100,11 +100,11 @@ class Out:
 
 def apply(state: DispatchState, record: SourceRecord, topic: str) -> tuple[DispatchState, list[Emit]]:
     """Fold one record of logical input `topic` (one of `INPUTS`) into its namespace's state."""
-    where = origin(record)  # `admission.admit`, written out: its `_replace` is a Python call, a copy is native
-    if record.offset <= state.offsets.get(where, -1):
+    offsets = offsets_after(state.offsets, record)  # `admission.admit`, on this state: a copy is native
+    if offsets is None:
         return state, []  # a redelivery after a crash
     admitted = state.copy()
-    admitted.offsets, admitted.applied = {**state.offsets, where: record.offset}, state.applied + 1
+    admitted.offsets, admitted.applied = offsets, state.applied + 1
     if admitted.jobs.touched:  # `touched` names the job buckets this record changes (`buckets.Buckets`)
         admitted.jobs = admitted.jobs.untouched()
     try:

@@ -15,7 +15,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from schemas.cluster import ClusterEvent, InstancesObserved, PoolCapacitySet, PoolTick
 from schemas.policy import DeciderPolicy, JusticePolicy, PolicyRecord
-from streams.core.admission import NO_COUNTS, admit, reject
+from streams.core.admission import NO_COUNTS, offsets_after, reject
 from streams.core.deadletter import Rejected
 from streams.core.frozen import Frozen
 from streams.core.intake import error_text, parse, readable
@@ -87,10 +87,10 @@ def key_of(record: SourceRecord, topic: str) -> str:
 
 def apply(state: PoolState, record: SourceRecord, topic: str) -> tuple[PoolState, list[Emit]]:
     """Fold one record of logical input `topic` (one of `INPUTS`) into its pool's state."""
-    admitted = admit(state, record)
-    if admitted is None:
-        return state, []
-    state = admitted
+    offsets = offsets_after(state.offsets, record)
+    if offsets is None:
+        return state, []  # a redelivery after a crash
+    state = PoolState(state.decider, state.justice, state.seqs, offsets, state.applied + 1)
     pool = key_of(record, topic)
     try:
         if topic == PLUGIN_DECIDER:  # the busiest first
