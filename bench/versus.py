@@ -48,8 +48,10 @@ def _env(tree: Path) -> dict[str, str]:
 
 
 def run(tree: Path, script: str, args: list[str]) -> list[str]:
-    done = subprocess.run([sys.executable, f"bench/{script}", *args], cwd=tree, env=_env(tree), check=True,
+    done = subprocess.run([sys.executable, f"bench/{script}", *args], cwd=tree, env=_env(tree),
                           capture_output=True, text=True)
+    if done.returncode:  # a tree's bench may not take the other's arguments: say which and why
+        raise SystemExit(f"bench/{script} in {tree} exited with {done.returncode}:\n{done.stderr[-2000:]}")
     return done.stdout.splitlines()
 
 
