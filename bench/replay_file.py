@@ -2,7 +2,9 @@
 
 The log holds a decider policy for each of 20 pools (10 apps each), then metric envelopes for
 random apps and pools, with 1% malformed records (they go to the DLQ lines). It is written once
-to --log, then replayed by the CLI exactly as a user runs it, and timed end to end.
+to --log, then replayed by the CLI exactly as a user runs it, and timed end to end. Beside it, in the
+same run, the limit one process could reach: the folds and the encoding of their outputs alone, over
+records parsed before the clock starts (`folds_alone`).
 Run: `.venv/bin/python bench/replay_file.py [--records 1000000]`.
 """
 
@@ -11,16 +13,23 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import os
 import random
 import subprocess
 import sys
 import time
+from itertools import islice
 from pathlib import Path
 
 from core_fold import policy  # type: ignore[import-not-found]
 from machine import describe  # type: ignore[import-not-found]
 
+from streams.gc_settings import fewer_collections
+from streams.lines import records_of
+from streams.replay.replayer import Replayer
+
 TRIBUNAL = str(Path(sys.executable).with_name("tribunal"))
+ALONE = 300_000  # records the folds alone are measured over (all of them held in memory)
 
 
 def generate(path: Path, records: int, pools: int = 20, apps: int = 10, seed: int = 11) -> None:
@@ -63,8 +72,30 @@ def main() -> None:
     print(describe())
     print(proc.stderr.strip())
     sizes = f"input {args.log.stat().st_size / 1e6:.0f} MB, output {out.stat().st_size / 1e6:.0f} MB"
-    print(f"tribunal replay: {args.records:,} records in {elapsed:.1f}s wall = {args.records / elapsed:,.0f} records/s "
+    rate = args.records / elapsed
+    print(f"tribunal replay: {args.records:,} records in {elapsed:.1f}s wall = {rate:,.0f} records/s "
           f"({sizes}, --jobs {args.jobs})")
+    alone, measured = folds_alone(args.log, ALONE)
+    jobs = args.jobs or os.cpu_count() or 1
+    print(f"the folds and their encoding alone, one process, over the first {measured:,} records read beforehand: "
+          f"{alone:,.0f} records/s; replay {rate / alone:.2f} of it ({rate / alone / jobs:.2f} of {jobs} times it)")
+
+
+def folds_alone(log: Path, most: int) -> tuple[float, int]:
+    """Records per second of what a replay process cannot do without: each record folded and its outputs encoded
+    as lines (`Replayer.encode`), over records parsed before the clock starts, nothing written. The limit one
+    process could reach, beside which the replay's reading, merging and writing show."""
+    with log.open("rb") as lines:
+        records = list(records_of(islice(lines, most)))
+    replayer = Replayer()
+    fewer_collections()  # as `tribunal replay` runs
+    started = time.perf_counter()
+    for at in range(0, len(records), 5_000):  # lines dropped per chunk, as the replay hands them on
+        heads: list[bytes] = []
+        tails: list[bytes] = []
+        for record in records[at:at + 5_000]:
+            replayer.encode(record, heads, tails)
+    return len(records) / (time.perf_counter() - started), len(records)
 
 
 if __name__ == "__main__":
