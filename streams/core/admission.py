@@ -50,7 +50,7 @@ def offsets_after(offsets: Mapping[str, int], record: SourceRecord) -> dict[str,
 
     The last offset is kept per topic partition (`origin` says why). The busiest folds (the pools', the
     dispatcher's) build their admitted state from it themselves: compiled, `admit` reads a state through
-    the protocol and calls its `_replace` with keywords as Python does (a sixth of a small pool's fold).
+    the protocol and calls its `_replace` with keywords as Python does (0.5-1 us a call, timed alone).
     """
     where = origin(record)
     if record.offset <= offsets.get(where, -1):
