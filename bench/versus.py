@@ -9,7 +9,9 @@ size, the machine line) is a label, not a figure.
 
 `--before` is a commit (checked out to a temporary worktree, its core compiled as `make setup` would) or a
 tree's path; `--after` is a tree's path, this one by default. Each run is `bench/<script>` from its tree,
-with that tree's `streams` first on the path.
+with that tree's `streams` first on the path (a module an older tree lacks would still be found in this one,
+through the editable install: each tree runs its own bench script, which imports only what its tree has). The
+header says which core each tree runs (an edit since the build runs pure).
 Run: `.venv/bin/python bench/versus.py --before REV [--rounds 3] core_fold.py [-- --repeat 1]`.
 """
 
@@ -53,6 +55,15 @@ def run(tree: Path, script: str, args: list[str]) -> list[str]:
     if done.returncode:  # a tree's bench may not take the other's arguments: say which and why
         raise SystemExit(f"bench/{script} in {tree} exited with {done.returncode}:\n{done.stderr[-2000:]}")
     return done.stdout.splitlines()
+
+
+def core_of(tree: Path) -> str:
+    """Which core a tree's benches run (a source edited since the build runs pure: worth seeing before reading)."""
+    if not (tree / "streams" / "compiled.py").exists():  # asked anyway, the editable install would answer for this one
+        return "pure Python (no compiled core in this tree)"
+    done = subprocess.run([sys.executable, "-c", "from streams.compiled import running; print(running())"], cwd=tree,
+                          env=_env(tree), capture_output=True, text=True)
+    return done.stdout.strip() if done.returncode == 0 else "pure Python (no compiled core in this tree)"
 
 
 def figures(lines: list[str]) -> dict[tuple[int, int], float]:
@@ -104,8 +115,8 @@ def main() -> None:
                     (befores if name == "before" else afters).append(figures(lines))
                     template = lines if name == "after" else template
             print(describe())
-            print(f"bench/{options.script} {' '.join(args)}: before {options.before}, after {options.after}, "
-                  f"{options.rounds} rounds alternated")
+            print(f"bench/{options.script} {' '.join(args)}: before {options.before} ({core_of(before_tree)}), "
+                  f"after {options.after} ({core_of(options.after.resolve())}), {options.rounds} rounds alternated")
             print("\n".join(report(template, befores, afters)))
         finally:
             if not Path(options.before).is_dir():
