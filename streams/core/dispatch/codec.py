@@ -80,7 +80,7 @@ def load(data: Mapping[str, Any] | None, stored: Mapping[str, Iterable[list[Any]
     for name, worker in workers.items():
         if name in ready:
             queue = tuple(sorted(ready[name]))
-            workers[name] = Worker(worker.max, worker.running, worker.pending, push_run(None, queue))
+            workers[name] = worker.with_ready(push_run(None, queue))
             if worker.has_room():
                 tops.append((*queue[0], name))
     return DispatchState(offsets=dict(data["offsets"]), applied=int(data["applied"]), seqs=dict(data["seqs"]),

@@ -190,7 +190,7 @@ def _assign(state: DispatchState, command: records.JobsAssigned, out: Out) -> Di
     state.jobs, state.assigned = state.jobs.added((job.uuid, job) for job in jobs), first + len(jobs)
     worker = Worker(worker.max, worker.running, worker.pending + len(jobs), worker.ready)
     if command.start <= state.now:
-        worker = Worker(worker.max, worker.running, worker.pending, push_run(worker.ready, tuple(run)))
+        worker = worker.with_ready(push_run(worker.ready, tuple(run)))
     else:
         state.waiting = push(state.waiting, (command.start, first, command.worker, tuple(run)))
     state = _put(state, command.worker, worker)
@@ -348,7 +348,7 @@ def _startable(state: DispatchState) -> DispatchState:
         _, _, name, run = waiting.item
         waiting = pop(waiting)
         worker = state.worker(name)
-        state = _put(state, name, Worker(worker.max, worker.running, worker.pending, push_run(worker.ready, run)))
+        state = _put(state, name, worker.with_ready(push_run(worker.ready, run)))
     if waiting is not state.waiting:
         state = state.copy()
         state.waiting = waiting
@@ -391,7 +391,7 @@ def _schedule(state: DispatchState, out: Out) -> DispatchState:
             continue  # an older offer: the worker's current top has its own entry
         job = job_of(jobs, uuid)
         if job is None or job.running or job.order != order:  # a dead entry at the worker's top: offer the next
-            cleaned = Worker(worker.max, worker.running, worker.pending, _ready(jobs, advance(worker.ready)))
+            cleaned = worker.with_ready(_ready(jobs, advance(worker.ready)))
             workers, tops = _offered(workers, tops, name, cleaned, worker)
             continue
         job = _started(job, now)
@@ -435,7 +435,7 @@ def _health(state: DispatchState, out: Out) -> DispatchState:
         workers[name] = {"running": worker.running, "max": worker.max, "pending": worker.pending}
         ready = _ready(state.jobs, worker.ready)
         if ready is not worker.ready:
-            state = _put(state, name, Worker(worker.max, worker.running, worker.pending, ready))
+            state = _put(state, name, worker.with_ready(ready))
         if ready is not None and (oldest is None or ready.item[0] < oldest):
             oldest = ready.item[0]
     out.emit(DISPATCHER_HEALTH, {"type": "DispatcherHealth", "namespace": out.namespace, "now": state.now,

@@ -108,6 +108,10 @@ class Worker(Frozen):
     def has_room(self) -> bool:
         return self.max is None or self.running < self.max
 
+    def with_ready(self, ready: Heap) -> Worker:
+        """This worker with another ready queue (the same cap and counts)."""
+        return Worker(self.max, self.running, self.pending, ready)
+
     def _fields(self) -> tuple[object, ...]:
         return (self.max, self.running, self.pending, self.ready)
 

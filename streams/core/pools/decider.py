@@ -199,7 +199,7 @@ def on_report(state: DeciderState, app_key: str, metrical: float, at: int) -> tu
     if window.applied == 0:
         would = "gives up" if raw < 0 else "grows"
         return new, verdict.shaped_as(shaped, reason_code="stabilized", reason=(
-            f"{rule.name} at {metrical:g} maps to Number {raw:+d}, held: within {field_} {window.seconds:g}, not "
+            f"{rule.name} at {shown(metrical)} maps to Number {raw:+d}, held: within {field_} {window.seconds:g}, not "
             f"every report {would}"))
     return new, verdict.shaped_as(shaped, reason=(
         f"{verdict.reason} (Number {raw:+d} stabilized to {window.applied:+d}: the smallest of the reports "
@@ -239,7 +239,7 @@ def _go_stale(state: DeciderState, rule: AppRule, now: int) -> tuple[DeciderStat
                            mark(state.idle, rule, number < 0), number)
     handled = {"hold": f"held at {state.instances[rule.key]} instances, gives none up",
                "idle": "handled as idle, offers all above MinNum",
-               "fallback": f"decided as if it reported {metrical:g}"}[rule.on_stale]
+               "fallback": f"decided as if it reported {shown(metrical)}"}[rule.on_stale]
     detail = "" if rule.on_stale == "hold" else f": {verdict.reason}"
     return new, verdict.shaped_as(shaped, reason=f"{head}: {handled}{detail}", reason_code="stale_metric")
 
