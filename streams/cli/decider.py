@@ -26,6 +26,11 @@ def actuate(pool: Pool,
                 ".tribunal-actuator"),
             timeout: Annotated[float, typer.Option(min=0.1, help="exec, webhook: seconds one call may take")] = 30.0,
             grace: Annotated[float, typer.Option(min=0, help="process: seconds from SIGTERM to SIGKILL")] = 10.0,
+            start_seconds: Annotated[float, typer.Option(min=0, help=(
+                "process: seconds a copy must run for its death not to count as a crash; dying sooner twice in a "
+                "row is a crash loop: restarts back off and the app is not put right"))] = 10.0,
+            max_backoff: Annotated[float, typer.Option(min=0.5, help=(
+                "process: the longest wait before a crash-looping copy starts again (from 0.5 s, doubling)"))] = 300.0,
             dry_run: Annotated[bool, typer.Option("--dry-run", help="Log what would be applied only")] = False,
             interval: Annotated[float, typer.Option(min=0.05, help="Seconds between observations")] = 1.0,
             report_after: Annotated[float, typer.Option(min=0, help=(
@@ -44,7 +49,8 @@ def actuate(pool: Pool,
 
     settings = settings_from(kafka_bootstrap=bootstrap, zookeeper_hosts=zookeeper, topic_prefix=topic_prefix)
     options = TargetOptions(command=command, observe_command=observe_command, url=url, secret_file=secret_file,
-                            state_dir=state_dir, timeout=timeout, grace=grace)
+                            state_dir=state_dir, timeout=timeout, grace=grace, start_seconds=start_seconds,
+                            max_backoff=max_backoff)
     actuator = Actuator(settings, pool, build(target, options), dry_run=dry_run, interval=interval,
                         report_after=report_after, election=election, root=root, session_timeout=session_timeout)
     if metrics_port:

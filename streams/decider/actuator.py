@@ -35,7 +35,7 @@ from typing import Any, NamedTuple
 from schemas.decisions import Actuation
 from streams.decider.client import DeciderClient, Desired
 from streams.decider.metrics import ActuatorMetrics
-from streams.decider.targets import ActuationFailed, Change, Target
+from streams.decider.targets import ActuationFailed, Change, Target, instrument
 from streams.settings import Settings
 from streams.topics import ACTUATIONS
 
@@ -55,6 +55,13 @@ class Pass(NamedTuple):
     reported: Mapping[str, int] = {}
 
 
+class Told(NamedTuple):
+    """What the decider was told runs of an app, and the count it had decided for the app then."""
+
+    runs: int
+    decided: int
+
+
 @dataclass
 class Actuator:
     settings: Settings
@@ -71,14 +78,19 @@ class Actuator:
     applied: dict[str, int] = field(default_factory=dict)  # app -> the count last applied (or seen applied)
     applied_seq: int = 0  # the newest decision whose desired state the target was seen to run
     failures: int = 0  # consecutive failed passes
-    differing: dict[str, tuple[int, float]] = field(default_factory=dict)  # app -> (count seen, since: monotonic)
-    reported: dict[str, int] = field(default_factory=dict)  # app -> the count last reported as observed
+    differing: dict[str, float] = field(default_factory=dict)  # app -> since when (monotonic) it runs other than
+    # decided: from the first pass that saw it so until one sees it run as decided (an apply that succeeds, a copy
+    # started again, does not end it: a copy that dies at once would never be reported)
+    failing: dict[str, str] = field(default_factory=dict)  # app -> why the target last failed to put it right
+    reported: dict[str, Told] = field(default_factory=dict)  # app -> what the decider was told, until it runs right
+    trouble: str = ""  # the last error a pass raised (logged in full once, not at every retry)
     stopping: threading.Event = field(default_factory=threading.Event)
     leading: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
         self.client = DeciderClient(self.settings, self.pool, group_id=None)
         self.identity = f"{socket.gethostname()}:{os.getpid()}"
+        instrument(self.target, self.metrics)
 
     # -- one pass ----------------------------------------------------------------------------------
     async def reconcile(self) -> float:
@@ -89,15 +101,20 @@ class Actuator:
             return self.interval  # nothing decided for this pool yet
         observed = dict(await self.target.observe(self.pool, sorted(desired.instances)))
         seeing = {app: observed.get(app, self.applied.get(app, -1)) for app in desired.instances}
-        drift = {app: n for app, n in seeing.items() if app in observed and self.applied.get(app, n) != n}
+        drift = {app: n for app, n in seeing.items()
+                 if app in observed and app not in self.failing and self.applied.get(app, n) != n}
         for app, n in sorted(drift.items()):
             log.warning("%s/%s runs %d, %d applied: put back", self.pool, app, n, self.applied[app])
             self.metrics.drift.labels(self.pool).inc()
             self.applied[app] = n
-        wrong = {app: n for app, n in desired.instances.items() if seeing[app] != n}
-        pass_ = Pass(desired, observed, drift)
+        for app in self.failing.keys() & observed.keys():
+            self.applied[app] = observed[app]  # what runs while it cannot be put right: not drift
+        # an app the target failed is not right until the target says so (it may run copies it does not count)
+        wrong = {app: n for app, n in desired.instances.items() if seeing[app] != n or app in self.failing}
+        recovered = await self._settled([app for app in desired.instances if app not in wrong], desired)
+        pass_ = Pass(desired, observed, drift, reported=recovered)
         if not wrong:
-            if drift:  # changed by hand to what the decisions want: nothing to put back, but worth the record
+            if drift or recovered:  # changed by hand to what the decisions want, or a recovery: worth the record
                 await self._record(pass_, seeing)
             self._reconciled(desired)
             return self.interval
@@ -108,26 +125,83 @@ class Actuator:
                 await self._record(pass_._replace(applied=wrong), seeing, dry_run=True)
             return self.interval
         self.metrics.lag.labels(self.pool).set(max(0.0, time.time() - desired.at / 1000) if desired.at else 0.0)
-        try:
-            await self.target.apply(Change(self.pool, desired.seq, wrong, desired.instances))
-            failed: dict[str, str] = {}
-        except ActuationFailed as e:
-            failed = e.failed
-            log.warning("%s target failed for %s (decision %d): %s", self.target.name, sorted(failed),
-                        desired.seq, e)
+        failed, retry_after = await self._apply(Change(self.pool, desired.seq, wrong, desired.instances))
         done = {app: n for app, n in wrong.items() if app not in failed}
         self.applied.update(done)
         labels = (self.pool, self.target.name)
         self.metrics.applied.labels(*labels).inc(len(done))
-        differing = {app: seeing[app] for app in wrong if (app in observed or app in failed) and seeing[app] >= 0}
+        news = self._failing(failed, desired.seq)
+        differing = {app: n for app, n in seeing.items() if app in wrong and n != desired.instances[app]
+                     and (app in observed or app in failed) and n >= 0}
         reported = await self._report_lasting(differing, desired)
-        await self._record(pass_._replace(applied=done, failed=failed, reported=reported), {**seeing, **done})
+        if done or drift or reported or recovered or news:
+            await self._record(pass_._replace(applied=done, failed=failed, reported={**recovered, **reported}),
+                               {**seeing, **done})
         if failed:
-            self.metrics.failed.labels(*labels).inc(len(failed))
+            # a target that backs off on its own is asked again when it says, and counted once per new failure
+            self.metrics.failed.labels(*labels).inc(len(failed) if retry_after is None else len(news))
             self.failures += 1
-            return min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (self.failures - 1))
+            wait = min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (self.failures - 1)) if retry_after is None else max(
+                0.05, min(self.interval, retry_after))
+            return min(wait, self._report_due())
         self._reconciled(desired)
-        return self.interval
+        return min(self.interval, self._report_due())
+
+    async def _apply(self, change: Change) -> tuple[dict[str, str], float | None]:
+        """The change made: the apps the target did not set (and why), and when it says to try again."""
+        try:
+            await self.target.apply(change)
+        except ActuationFailed as e:
+            return e.failed, e.retry_after
+        except Exception as e:  # a target of the user's failing its own way: every app of the change failed
+            why = f"{type(e).__name__}: {e}"
+            if why != self.trouble:
+                log.exception("the %s target raised applying decision %d", self.target.name, change.seq)
+                self.trouble = why
+            return dict.fromkeys(change.instances, why), None
+        return {}, None
+
+    def _failing(self, failed: Mapping[str, str], seq: int) -> dict[str, str]:
+        """Keep `failing` as this pass left it, logging each app's failure once while it stays the same; the
+        failures that are new or say something new."""
+        news = {app: why for app, why in failed.items() if self.failing.get(app) != why}
+        if news:
+            log.warning("%s target failed for %s (decision %d): %s", self.target.name, sorted(news), seq,
+                        "; ".join(f"{app}: {why}" for app, why in sorted(news.items())))
+        if mended := sorted(self.failing.keys() - failed.keys()):
+            log.info("%s target set %s (decision %d) after failing", self.target.name, mended, seq)
+        for app in mended:
+            self.metrics.failing.labels(self.pool, app).set(0)
+        for app in failed:
+            self.metrics.failing.labels(self.pool, app).set(1)
+        self.failing = dict(failed)
+        return news
+
+    async def _settled(self, right: list[str], desired: Desired) -> dict[str, int]:
+        """The apps that run as decided (`right`) no longer differ. One the decider was told otherwise of, whose
+        decided count has not changed since (the decider has not acted on the report yet), is reported again:
+        the copies run again (a fixed release) and the decider should not take them away. The counts reported."""
+        for app in [a for a in self.differing if a not in desired.instances]:
+            del self.differing[app]
+        recovered = {}
+        for app in right:
+            self.applied[app] = desired.instances[app]
+            self.differing.pop(app, None)
+            told = self.reported.pop(app, None)
+            if told is not None and told.decided == desired.instances[app]:
+                recovered[app] = desired.instances[app]
+        if recovered:
+            log.warning("%s: %s run as decided again before the decider acted on the report: telling it",
+                        self.pool, _counts(recovered))
+            await self.client.observe_all(recovered, self.pool)
+            self.metrics.recovered.labels(self.pool).inc(len(recovered))
+        return recovered
+
+    def _report_due(self) -> float:
+        """Seconds until a difference not yet reported has lasted `report_after` (a pass is due then)."""
+        now = time.monotonic()
+        due = [since + self.report_after - now for app, since in self.differing.items() if app not in self.reported]
+        return max(0.05, min(due)) if due else float("inf")
 
     async def _record(self, done: Pass, running: Mapping[str, int], dry_run: bool = False) -> None:
         """The pass, on `actuations`: what ran, beside what was decided (not waited for: a record a crash loses
@@ -146,27 +220,24 @@ class Actuator:
             self.metrics.apply_seconds.labels(self.pool).observe(max(0.0, time.time() - desired.at / 1000))
         self.applied_seq = max(self.applied_seq, desired.seq)
         self.failures = 0
-        self.differing.clear()
+        self.trouble = ""
         self.metrics.lag.labels(self.pool).set(0.0)
         self.metrics.behind.labels(self.pool).set(0)
 
     async def _report_lasting(self, seen: Mapping[str, int], desired: Desired) -> dict[str, int]:
-        """Tell the decider what runs of the apps (`seen`) that have differed from its instances, the same way, for
-        `report_after` seconds (each difference once)."""
+        """Tell the decider what runs of the apps (`seen`) that have differed from its instances for
+        `report_after` seconds, once per difference (again if what runs changes while it lasts)."""
         now = time.monotonic()
-        for app in [a for a in self.differing if a not in seen]:
-            del self.differing[app]
         lasting = {}
         for app, n in sorted(seen.items()):
-            count, since = self.differing.get(app, (n, now))
-            self.differing[app] = (n, since if count == n else now)
-            if now - self.differing[app][1] >= self.report_after and self.reported.get(app) != n \
-                    and desired.instances.get(app) != n:
+            since = self.differing.setdefault(app, now)
+            told = self.reported.get(app)
+            if now - since >= self.report_after and (told is None or told.runs != n):
                 lasting[app] = n
         if lasting:
             log.warning("reporting to the decider what runs in %s: %s", self.pool, _counts(lasting))
             await self.client.observe_all(lasting, self.pool)
-            self.reported.update(lasting)
+            self.reported.update({app: Told(n, desired.instances[app]) for app, n in lasting.items()})
             self.metrics.reported.labels(self.pool).inc(len(lasting))
         return lasting
 
@@ -179,8 +250,11 @@ class Actuator:
             if self.leading.is_set():
                 try:
                     wait = await self.reconcile()
-                except Exception:  # a user's target that fails in its own way: retried, never the end of the loop
-                    log.exception("reconciling pool %s failed", self.pool)
+                except Exception as e:  # a target that cannot observe, say: retried, never the end of the loop
+                    if f"{type(e).__name__}: {e}" != self.trouble:
+                        log.exception("reconciling pool %s failed (retried, logged again if it fails otherwise)",
+                                      self.pool)
+                        self.trouble = f"{type(e).__name__}: {e}"
                     self.failures += 1
                     wait = min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (self.failures - 1))
             with contextlib.suppress(TimeoutError):

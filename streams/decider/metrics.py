@@ -7,7 +7,9 @@ from typing import Any
 
 NAMES = ("tribunal_actuator_applied_total", "tribunal_actuator_failed_total", "tribunal_actuator_drift_total",
          "tribunal_actuator_reported_total", "tribunal_actuator_lag_seconds", "tribunal_actuator_behind_decisions",
-         "tribunal_actuator_apply_seconds", "tribunal_actuator_leading")
+         "tribunal_actuator_apply_seconds", "tribunal_actuator_leading", "tribunal_actuator_failing",
+         "tribunal_actuator_recovered_total", "tribunal_actuator_restarts_total",
+         "tribunal_actuator_restart_backoff_seconds")
 
 
 def _registry() -> Any:
@@ -40,6 +42,15 @@ class ActuatorMetrics:
         self.apply_seconds = Histogram("tribunal_actuator_apply_seconds", "From a decision's broker timestamp to the "
                                        "target running it", ["pool"], buckets=(.01, .025, .05, .1, .25, .5, 1, 2.5,
                                                                                5, 10, 30), **on)
+        self.failing = Gauge("tribunal_actuator_failing", "1 while an app runs other than decided and the last try "
+                             "to put it right failed (a crash loop, a target refusing)", ["pool", "app"], **on)
+        self.recovered = Counter("tribunal_actuator_recovered", "Apps reported to the decider that ran as decided "
+                                 "again before it acted on the report, reported again", ["pool"], **on)
+        self.restarts = Counter("tribunal_actuator_restarts", "Copies started again after they died (process "
+                                "target)", ["pool", "app"], **on)
+        self.backoff = Gauge("tribunal_actuator_restart_backoff_seconds", "The wait before a dead copy is started "
+                             "again, the longest of the app's (0: none crash-looping; process target)",
+                             ["pool", "app"], **on)
         self.leading = Gauge("tribunal_actuator_leading", "1 while this actuator is the pool's elected one",
                              ["pool"], **on)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Collection, Mapping
+from pathlib import Path
 
 import pytest
 
@@ -135,3 +136,127 @@ def test_a_standby_waits_for_the_next_decision_rather_than_spin_on_the_last_one(
         return woken
 
     assert asyncio.run(scenario()) is False and target.changes == [] and written == []  # nor does it apply
+
+
+def told(act: Actuator) -> list[dict[str, int]]:
+    """Catch what the actuator tells the decider (`InstancesObserved`) instead of writing it to the broker."""
+    reports: list[dict[str, int]] = []
+
+    async def observe_all(instances: Mapping[str, int], pool: str | None = None) -> None:
+        reports.append(dict(instances))
+
+    act.client.observe_all = observe_all  # type: ignore[assignment,method-assign]
+    return reports
+
+
+class Dying(Recording):
+    """A target that starts what it is told without complaint, but whose copies of `dying` never stay up (what an
+    exec target over a cluster whose pods crash-loop looks like)."""
+
+    def __init__(self, dying: str) -> None:
+        super().__init__()
+        self.dying = dying
+
+    async def observe(self, pool: str, apps: Collection[str]) -> Mapping[str, int]:
+        return {app: 0 if app == self.dying else self.running.get(app, 0) for app in apps}
+
+
+def passes(act: Actuator, seconds: float) -> int:
+    """Run the actuator's passes as its loop does, at the waits they ask for, for `seconds`; how many ran."""
+    async def run() -> int:
+        loop, count = asyncio.get_running_loop(), 0
+        deadline = loop.time() + seconds
+        while loop.time() < deadline:
+            await asyncio.sleep(min(await act.reconcile(), deadline - loop.time()))
+            count += 1
+        return count
+
+    return asyncio.run(run())
+
+
+def test_an_app_started_again_and_again_that_never_stays_up_is_reported_after_report_after_once() -> None:
+    target, journal = Dying("batch"), Journal()
+    act = Actuator(Settings(), "p", target, election=False, journal=journal, interval=0.05, report_after=0.5)
+    reports = told(act)
+    decide(act, 1, web=1, batch=1)
+    passes(act, 1.0)
+    assert reports == [{"batch": 0}]  # each start succeeded, and still it was never put right
+    assert len([c for c in target.changes if "batch" in c.instances]) > 5 and act.reported["batch"].runs == 0
+    assert [w.reported for w in journal.written if w.reported] == [{"batch": 0}]
+    decide(act, 2, batch=0)  # the decider took the report in: batch is given nothing
+    passes(act, 0.2)
+    assert act.differing == {} and act.reported == {} and reports == [{"batch": 0}]
+
+
+def test_a_target_whose_apply_keeps_raising_fails_every_app_of_the_change_and_is_reported_logged_once(
+        caplog: pytest.LogCaptureFixture) -> None:
+    class Broken(Recording):
+        async def apply(self, change: Change) -> None:
+            self.changes.append(change)
+            raise RuntimeError("the cloud API is down")
+
+    target, journal = Broken(), Journal()
+    act = Actuator(Settings(), "p", target, election=False, journal=journal, interval=0.05, report_after=0.4)
+    reports = told(act)
+    decide(act, 1, web=2, batch=1)
+    with caplog.at_level(logging.WARNING):
+        ran = passes(act, 1.2)
+    assert reports == [{"web": 0, "batch": 0}] and len(target.changes) >= 2 and ran == len(target.changes)
+    assert caplog.text.count("the recording target raised applying decision 1") == 1  # with its traceback, once
+    assert caplog.text.count("target failed for ['batch', 'web']") == 1
+    assert journal.written[0].failed == {"web": "RuntimeError: the cloud API is down",
+                                         "batch": "RuntimeError: the cloud API is down"}
+    assert len(journal.written) == 2 and journal.written[1].reported == {"web": 0, "batch": 0}  # once per change
+    assert act.metrics.registry.get_sample_value("tribunal_actuator_failing", {"pool": "p", "app": "web"}) == 1
+
+
+def test_an_app_that_runs_again_before_the_decider_acted_on_its_report_is_reported_again() -> None:
+    act, target, written = actuator(interval=0.05, report_after=0.2)
+    reports = told(act)
+    target.failing = {"web"}
+    decide(act, 1, web=2)
+    passes(act, 0.5)
+    assert reports == [{"web": 0}]
+    assert act.metrics.registry.get_sample_value("tribunal_actuator_failing", {"pool": "p", "app": "web"}) == 1
+    target.failing.clear()  # a fixed release, before a decision took the report in
+    passes(act, 0.2)
+    assert reports == [{"web": 0}, {"web": 2}] and target.running == {"web": 2}
+    assert act.metrics.registry.get_sample_value("tribunal_actuator_recovered_total", {"pool": "p"}) == 1
+    assert act.metrics.registry.get_sample_value("tribunal_actuator_failing", {"pool": "p", "app": "web"}) == 0
+    assert [w.reported for w in written if w.reported] == [{"web": 0}, {"web": 2}]
+    target.failing = {"web"}  # and once more: a new difference, reported anew
+    decide(act, 2, web=3)
+    passes(act, 0.5)
+    assert reports[2:] == [{"web": 2}]
+
+
+def test_the_process_targets_crash_loop_through_the_actuator_backs_off_and_is_reported(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from streams.decider.targets.process import ProcessTarget
+
+    command = "sh -c 'test \"$TRIBUNAL_APP\" = batch && exit 3; exec sleep 600'"
+    target = ProcessTarget(command, tmp_path, grace=0.5, start_seconds=3.0)
+    journal = Journal()
+    act = Actuator(Settings(), "p", target, election=False, journal=journal, interval=0.05, report_after=1.0)
+    reports = told(act)
+    decide(act, 1, web=1, batch=1)
+    try:
+        with caplog.at_level(logging.INFO):
+            passes(act, 2.5)
+        assert reports == [{"batch": 0}]
+        starts = caplog.text.count("started copy 0 of p/batch")
+        assert 2 <= starts <= 4, caplog.text  # 0, 0 and 0.5 s, then 1 s apart: not every 50 ms pass
+        assert caplog.text.count("p/batch runs 0, 1 applied: put back") == 2  # a first quick death is an accident
+        assert act.metrics.registry.get_sample_value("tribunal_actuator_restarts_total",
+                                                     {"pool": "p", "app": "batch"}) == starts - 1
+        assert act.metrics.registry.get_sample_value("tribunal_actuator_restart_backoff_seconds",
+                                                     {"pool": "p", "app": "batch"}) >= 0.5
+        assert act.failing["batch"].startswith("crash loop: copy 0 exited with status 3")
+        assert [w.reported for w in journal.written if w.reported] == [{"batch": 0}]
+        assert all("crash loop" in w.failed["batch"] for w in journal.written[1:] if "batch" in w.failed)
+        decide(act, 2, batch=0)  # the decider took the report in
+        passes(act, 0.3)
+        assert act.failing == {} and target.crashes[("p", "batch")] == {} and reports == [{"batch": 0}]
+        assert asyncio.run(target.observe("p", ["web", "batch"])) == {"web": 1, "batch": 0}
+    finally:
+        asyncio.run(target.stop_all("p"))

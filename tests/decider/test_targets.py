@@ -6,6 +6,8 @@ import asyncio
 import hashlib
 import hmac
 import json
+import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -127,6 +129,91 @@ def test_process_copies_outlive_their_actuator_are_adopted_and_a_stubborn_one_is
 
     asyncio.run(scenario())
     assert (tmp_path / "p" / "web" / "0.log").exists()
+
+
+def _until(target: ProcessTarget, app: str, check: Any, seconds: float = 10.0) -> Any:
+    """Observe `app` of pool p (as the actuator's passes do) until `check(target)` holds."""
+    async def wait() -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + seconds
+        while not check(target):
+            assert loop.time() < deadline, f"not within {seconds} s: {target.crashes}"
+            await target.observe("p", [app])
+            await asyncio.sleep(0.02)
+    return wait()
+
+
+def test_a_copy_that_dies_young_again_and_again_is_a_crash_loop_restarted_ever_later_and_not_counted(
+        tmp_path: Path) -> None:
+    from streams.decider.metrics import ActuatorMetrics
+
+    target = ProcessTarget("sh -c 'exit 3'", tmp_path, start_seconds=5.0, max_backoff=1.0)
+    metrics = ActuatorMetrics()
+    target.instrument(metrics)
+
+    def restarts() -> float:
+        return metrics.registry.get_sample_value("tribunal_actuator_restarts_total", {"pool": "p", "app": "web"}) or 0
+
+    async def scenario() -> None:
+        await target.apply(change(web=1))  # the first start: not a restart, and the copy counts until it dies
+        await _until(target, "web", lambda t: t.crashes[("p", "web")].get(0, None) is not None)
+        assert target.crashes[("p", "web")][0].count == 1  # one quick death: an accident, started again at once
+        await target.apply(change(web=1))
+        assert restarts() == 1 and len(target.copies[("p", "web")]) == 1
+        await _until(target, "web", lambda t: t.crashes[("p", "web")][0].count == 2)
+        assert await target.observe("p", ["web"]) == {"web": 0}
+        with pytest.raises(ActuationFailed) as failed:  # waiting out its back-off: not started, not put right
+            await target.apply(change(web=1))
+        why = failed.value.failed["web"]
+        assert why == "crash loop: copy 0 exited with status 3 " + why.split("status 3 ")[1]
+        assert "(2 in a row, restarts 0.5 s apart)" in why and 0 < failed.value.retry_after <= 0.5
+        assert restarts() == 1 and target.copies[("p", "web")] == {}
+        assert metrics.registry.get_sample_value("tribunal_actuator_restart_backoff_seconds",
+                                                 {"pool": "p", "app": "web"}) == 0.5
+        await asyncio.sleep(failed.value.retry_after)
+        with pytest.raises(ActuationFailed) as again:  # started again, but not put right until it has run 5 s
+            await target.apply(change(web=1))
+        assert restarts() == 2 and again.value.failed["web"] == why and again.value.retry_after > 4
+        await _until(target, "web", lambda t: t.crashes[("p", "web")][0].count == 3)
+        assert target.crashes[("p", "web")][0].backoff == 1.0  # doubled, and no longer than max_backoff
+        await target.apply(change(web=0))  # no longer wanted: the history goes with the copy
+        assert target.crashes[("p", "web")] == {}
+        await target.apply(change(web=1))  # wanted again: started at once
+        assert restarts() == 2 and len(target.copies[("p", "web")]) == 1
+        await target.stop_all("p")
+
+    asyncio.run(scenario())
+
+
+def test_a_copy_that_has_run_its_start_seconds_is_no_longer_crashing_and_one_that_dies_late_starts_at_once(
+        tmp_path: Path) -> None:
+    flag = tmp_path / "broken"
+    flag.touch()
+    target = ProcessTarget(f"sh -c 'test -e {flag} && exit 3; exec sleep 600'", tmp_path, start_seconds=1.0)
+
+    async def scenario() -> None:
+        await target.apply(change(web=1))
+        await _until(target, "web", lambda t: t.crashes[("p", "web")].get(0, None) is not None)
+        await target.apply(change(web=1))
+        await _until(target, "web", lambda t: t.crashes[("p", "web")][0].count == 2)
+        flag.unlink()  # the release fixed
+        await asyncio.sleep(0.6)  # its back-off
+        with pytest.raises(ActuationFailed):
+            await target.apply(change(web=1))  # started again: runs, but has not yet run its second
+        assert len(target.copies[("p", "web")]) == 1
+        assert await target.observe("p", ["web"]) == {"web": 0}
+        await _until(target, "web", lambda t: t.crashes[("p", "web")] == {}, seconds=5)
+        assert await target.observe("p", ["web"]) == {"web": 1}
+        await target.apply(change(web=1))  # nothing to do, nothing failing
+        os.killpg(target.copies[("p", "web")][0].pid, signal.SIGKILL)  # dies after its start seconds: at once
+        await _until(target, "web", lambda t: t.copies[("p", "web")] == {})
+        assert target.crashes[("p", "web")][0].count == 0 and "was killed by SIGKILL after" in \
+            target.crashes[("p", "web")][0].last
+        await target.apply(change(web=1))
+        assert await target.observe("p", ["web"]) == {"web": 1}
+        await target.stop_all("p")
+
+    asyncio.run(scenario())
 
 
 def test_a_target_is_named_by_kind_or_by_module_and_says_what_it_lacks() -> None:

@@ -38,12 +38,15 @@ class Change:
 
 class ActuationFailed(TribunalError):
     """A change a target could not make: `failed` maps each app not set to why (the others of the change are set);
-    given as a collection of apps, each fails with the message."""
+    given as a collection of apps, each fails with the message. A target that backs off on its own (the `process`
+    target's restarts) says in `retry_after` when trying again can first help, in seconds."""
 
-    def __init__(self, message: str, failed: Mapping[str, str] | Collection[str]) -> None:
+    def __init__(self, message: str, failed: Mapping[str, str] | Collection[str],
+                 retry_after: float | None = None) -> None:
         super().__init__(message)
         self.failed: dict[str, str] = (dict(failed) if isinstance(failed, Mapping)
                                        else dict.fromkeys(failed, message))
+        self.retry_after = retry_after
 
 
 class Target(Protocol):
@@ -61,6 +64,13 @@ class Target(Protocol):
     async def close(self) -> None: ...
 
 
+def instrument(target: Target, metrics: object) -> None:
+    """Hand the actuator's metrics to a target that shows its own (an optional `instrument(metrics)` method)."""
+    hook = getattr(target, "instrument", None)
+    if callable(hook):
+        hook(metrics)
+
+
 @dataclass(frozen=True)
 class TargetOptions:
     """Every target's settings, from `tribunal actuate`'s options (each target reads its own)."""
@@ -72,6 +82,8 @@ class TargetOptions:
     state_dir: Path = Path(".tribunal-actuator")  # process: the copies' pid files and logs
     timeout: float = 30.0  # exec and webhook: one call's limit, in seconds
     grace: float = 10.0  # process: how long a copy told to stop (SIGTERM) has before SIGKILL
+    start_seconds: float = 10.0  # process: how long a copy runs before a death of it is no longer a crash
+    max_backoff: float = 300.0  # process: the longest wait before restarting a crash-looping copy
 
 
 _PLACEHOLDER = re.compile(r"\{(pool|app|instances|seq|index)\}")
@@ -88,7 +100,8 @@ def build(kind: str, options: TargetOptions) -> Target:
     if kind == "process":
         from streams.decider.targets.process import ProcessTarget
 
-        return ProcessTarget(_needed(options.command, "process", "--command"), options.state_dir, options.grace)
+        return ProcessTarget(_needed(options.command, "process", "--command"), options.state_dir, options.grace,
+                             options.start_seconds, options.max_backoff)
     if kind == "exec":
         from streams.decider.targets.command import CommandTarget
 
