@@ -102,7 +102,8 @@ def openapi() -> dict[str, Any]:
             "/namespaces/{namespace}/assignments": _write(
                 "Assign jobs (assignJob)", [NS], "AssignBody",
                 "`end` must not be before `start` (422 otherwise): a rule between two fields, which the schema "
-                "cannot state."),
+                "cannot state; a fuzzer is told it by `schemas/openapi/dispatcher_api_hooks.py`, shipped beside "
+                "this document (schemathesis: `SCHEMATHESIS_HOOKS=<that path>`)."),
             "/namespaces/{namespace}/jobs/{uuid}": _read("A pending or running job", [NS, UUID]),
             "/namespaces/{namespace}/jobs/{uuid}/finish": _write("Report a running job done (finishJob)",
                                                                  [NS, UUID, ATTEMPT], None),

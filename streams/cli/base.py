@@ -12,13 +12,22 @@ import typer
 from streams.errors import TribunalError
 from streams.settings import Settings
 
-cli = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
+# Click's own help, not Rich's panels: at 80 columns Rich cut option names short (`--observe-comm…`), and a user
+# cannot type a flag they cannot read; Click wraps the help and never the names.
+cli = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False, rich_markup_mode=None,
                   help="tribunal: an event-sourced control plane for elastic scheduling.")
-infra_cli = typer.Typer(no_args_is_help=True, help="Run a real Kafka + ZooKeeper on 127.0.0.1 (no Docker).")
-topics_cli = typer.Typer(no_args_is_help=True, help="Create and list tribunal's topics.")
+
+
+def group(summary: str) -> typer.Typer:
+    """A family of commands (`tribunal infra ...`), its help as plain as the app's."""
+    return typer.Typer(no_args_is_help=True, rich_markup_mode=None, help=summary)
+
+
+infra_cli = group("Run a real Kafka + ZooKeeper on 127.0.0.1 (no Docker).")
+topics_cli = group("Create and list tribunal's topics.")
 cli.add_typer(infra_cli, name="infra")
 cli.add_typer(topics_cli, name="topics")
-acl_cli = typer.Typer(no_args_is_help=True, help="Kafka ACLs: the least each of tribunal's principals needs.")
+acl_cli = group("Kafka ACLs: the least each of tribunal's principals needs.")
 cli.add_typer(acl_cli, name="acl")
 
 BOOTSTRAP_HELP = "Kafka bootstrap servers (default: $TRIBUNAL_KAFKA_BOOTSTRAP, $KAFKA_BOOTSTRAP, 127.0.0.1:9092)"
@@ -81,9 +90,9 @@ def settings_from(**overrides: Any) -> Settings:
     return Settings(**{k: v for k, v in overrides.items() if v is not None})
 
 
-policy_cli = typer.Typer(no_args_is_help=True, help="Validate policy documents (YAML or JSON).")
+policy_cli = group("Validate policy documents (YAML or JSON).")
 cli.add_typer(policy_cli, name="policy")
-dlq_cli = typer.Typer(no_args_is_help=True, help="Dead letters: produce them again once their cause is fixed.")
+dlq_cli = group("Dead letters: produce them again once their cause is fixed.")
 cli.add_typer(dlq_cli, name="dlq")
 
 FromBound = Annotated[str | None, typer.Option("--from", help="First record: an offset (every partition) or a "

@@ -20,13 +20,14 @@ from streams.cli.base import (
     Web,
     ZkHosts,
     cli,
+    group,
     open_file,
     serve_until_stopped,
     settings_from,
 )
 from streams.errors import TribunalError
 
-jobs_cli = typer.Typer(no_args_is_help=True, help="Dispatcher jobs: assign, finish, fail, cancel, show; caps.")
+jobs_cli = group("Dispatcher jobs: assign, finish, fail, cancel, show; caps.")
 cli.add_typer(jobs_cli, name="jobs")
 Namespace = Annotated[str, typer.Option("--namespace", "-n", help="Dispatcher namespace (the record key)")]
 

@@ -52,7 +52,7 @@ def test_a_waiting_job_says_what_held_it_at_each_step_then_its_start_and_outcome
     assert (pending["records"], pending["ticks"], pending["from"]["now"], pending["to"]["now"]) == (2, 1, 0, 500)
     assert (held["records"], held["ticks"], held["from"]["now"], held["to"]["now"]) == (3, 3, 1_000, 1_200)
     assert (held["namespace_running"], held["namespace_max"], held["place_first"]) == (1, 1, 1)
-    assert started["by"]["offset"] == 7 and started["attempt"] == 1  # the finish of the first freed the slot
+    assert started["by"]["offset"] == 3 and started["attempt"] == 1  # the finish of the first freed the slot
     assert (started["namespace_running"], started["place_in_queue_before"]) == (0, 1)
     assert history["steps"][-1]["final"] is True
 
@@ -134,5 +134,5 @@ def test_a_late_finish_shows_as_refused_between_the_retry_and_its_own_finish() -
     assert steps == [("assigned", None, None), ("started", None, 1), ("outcome", "JobTimedOut", 1),
                      ("outcome", "JobRetryScheduled", 1), ("started", None, 2), ("refused", "JobFinished", 1),
                      ("outcome", "JobFinished", 2)]
-    assert "refused   JobFinished (attempt 1) by dispatch-commands[0]@3" in render_history(history)
+    assert "refused   JobFinished (attempt 1) by dispatch-commands[0]@2" in render_history(history)
     assert "late_report" in render_history(history)

@@ -1,7 +1,9 @@
 """The dispatcher (SPEC §5, seed 002): timed jobs under global and per-worker caps, split by concern.
 
-`heap` (persistent queues), `state` (jobs, workers, queues), `fold` (the entry point and the
-rules), `codec` (the table entry), `view` (what operators read).
+`heap` (persistent queues), `state` (jobs, workers, queues), `fold` (the entry point), `commands` (what
+each command does), `rules` (the clock, starts under the caps, the ends of attempts, health), `emission`
+(the outputs, numbered), `reports` (a job's finish, failure or cancel, read fast), `codec` (the table
+entry), `view` (what operators read).
 """
 
 from streams.core.dispatch.codec import buckets, dump, load

@@ -34,7 +34,7 @@ class Script:
 
     def __init__(self, state: DispatchState | None = None) -> None:
         self.state = state or DispatchState()
-        self.offset = 0
+        self.offsets: dict[str, int] = {}  # topic -> the last offset given (one partition a topic)
         self.clock = 0  # the broker's: each Tick's `now` is when it was appended, and a command the time of the
         # last Tick before it (a ticker in step with the broker); `at` dates a record otherwise
         self.outputs: list[Emit] = []
@@ -44,12 +44,12 @@ class Script:
         is_tick = isinstance(value, dict) and value.get("type") == "Tick"
         topic = dispatch.TICKS if is_tick else dispatch.DISPATCH_COMMANDS
         body = value if isinstance(value, bytes) else json.dumps(value).encode()
-        self.offset += 1
+        offset = self.offsets[topic] = self.offsets.get(topic, 0) + 1
         if at is None and is_tick and isinstance(value, dict) and isinstance(value.get("now"), int):
             at = value["now"]
         timestamp = self.clock if at is None else at
         self.clock = max(self.clock, timestamp)
-        return SourceRecord(topic, 0, self.offset, timestamp, key.encode() if key else None, body), topic
+        return SourceRecord(topic, 0, offset, timestamp, key.encode() if key else None, body), topic
 
     def feed(self, value: dict[str, Any] | bytes, key: str | None = NS, at: int | None = None) -> list[dict[str, Any]]:
         record, topic = self.record(value, key, at)

@@ -89,3 +89,25 @@ def test_the_first_uuid_is_made_from_the_assigns_coordinates_whatever_its_time()
     accepted = s.feed(assign("w", 0, 0, 1), at=T)[0]
     assert accepted["uuids"] == [job_uuid(DISPATCH_COMMANDS, 0, 1, 0)]
 
+
+
+def test_a_command_finds_what_came_due_before_it_started_as_a_tick_just_before_it_would_have() -> None:
+    """Issue 46: with no Tick since a job came due, a cap lowered later does not keep it from having started, and
+    a cancel later cancels it running; the same as with a Tick stamped just before each."""
+    for ticked in (False, True):
+        s = Script()
+        s.feed(assign("w1", T + 2_000, T + 2_000, 1), at=T)
+        if ticked:
+            s.feed(tick(T + 3_000))
+        s.feed(command("MaxThreadsSet", max=0), at=T + 3_000)
+        assert [(o["started_at"], o["attempt"]) for o in s.of("JobStarted")] == [(T + 3_000, 1)], ticked
+        assert s.state.running == 1 and s.state.max == 0
+
+        s = Script()
+        [uuid] = s.feed(assign("w1", T + 5_000, T + 5_000, 1), at=T)[0]["uuids"]
+        if ticked:
+            s.feed(tick(T + 6_000))
+        s.feed(command("JobCancelled", uuid=uuid), at=T + 6_000)
+        assert [o["started_at"] for o in s.of("JobStarted")] == [T + 6_000], ticked
+        [cancelled] = s.of("JobCancelled")
+        assert (cancelled["attempt"], cancelled["at"], s.state.running, s.state.pending) == (1, T + 6_000, 0, 0)

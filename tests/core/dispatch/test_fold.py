@@ -103,7 +103,7 @@ def test_finished_attempts_do_not_pile_up_in_the_deadlines_queue() -> None:
     for _ in range(498):
         s.feed(command("JobFinished", uuid=s.of("JobStarted")[-1]["uuid"]))
     assert len(s.of("JobStarted")) == 500 and s.state.running == 2
-    assert s.state.deadline_entries <= 2 * 2 + dispatch.fold.STALE_DEADLINES
+    assert s.state.deadline_entries <= 2 * 2 + dispatch.rules.STALE_DEADLINES
     s.feed(tick(3_600_011))  # the two still running time out: their entries were kept
     assert len(s.of("JobTimedOut")) == 2
 
@@ -174,10 +174,10 @@ def test_the_table_entry_gives_back_a_state_that_decides_the_same() -> None:
     later = [tick(100), tick(160), tick(400), tick(900)]
     whole = Script()
     whole.feed_all(commands)
-    stored, jobs = dump(whole.state), buckets(whole.state)
+    stored, jobs, offsets = dump(whole.state), buckets(whole.state), dict(whole.offsets)
     whole_after = whole.feed_all(later)
     restored = Script(load(stored, jobs))
-    restored.offset = len(commands)
+    restored.offsets = offsets
     assert restored.feed_all(later) == whole_after
     assert dump(load(stored, jobs)) == stored and buckets(load(stored, jobs)) == jobs
 

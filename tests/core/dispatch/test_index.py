@@ -7,7 +7,8 @@ from typing import Any
 
 from hypothesis import given
 
-from streams.core.dispatch import DispatchState, fold
+from streams.core.dispatch import DISPATCH_COMMANDS, JOB_STARTS, DispatchState, rules
+from streams.core.dispatch.emission import Out
 from streams.core.source import SourceRecord
 from tests.core.dispatch.script import NS
 from tests.core.dispatch.test_properties import folded, scripts
@@ -17,11 +18,11 @@ UNCAPPED = 10**9
 
 def queued_order(state: DispatchState) -> list[str]:
     """The jobs the fold would start next, in order, were the namespace's cap lifted (the workers' caps still
-    hold): `_schedule` itself, on the queues as the record left them, stale entries and all."""
-    record = SourceRecord(fold.DISPATCH_COMMANDS, 0, 0, state.now, NS.encode(), b"{}")
-    out = fold.Out(record, NS, state)
-    fold._schedule(state._replace(max=UNCAPPED), out)
-    return [str(emit.record["uuid"]) for emit in out.emits if emit.stream == fold.JOB_STARTS]
+    hold): `rules.schedule` itself, on the queues as the record left them, stale entries and all."""
+    record = SourceRecord(DISPATCH_COMMANDS, 0, 0, state.now, NS.encode(), b"{}")
+    out = Out(record, NS, state)
+    rules.schedule(state._replace(max=UNCAPPED), out)
+    return [str(emit.record["uuid"]) for emit in out.emits if emit.stream == JOB_STARTS]
 
 
 def scanned_order(state: DispatchState) -> list[str]:

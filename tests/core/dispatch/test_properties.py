@@ -8,10 +8,10 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streams.core.dispatch import DispatchState, buckets, dump, fold, load
+from streams.core.dispatch import DispatchState, buckets, dump, load, rules
 from streams.core.dispatch.codec import dump_bucket, touched
-from streams.core.dispatch.fold import STALE_DEADLINES
 from streams.core.dispatch.heap import entries
+from streams.core.dispatch.rules import STALE_DEADLINES
 from streams.core.dispatch.view import standing
 from tests.core.dispatch.script import Script, assign, command, tick
 
@@ -49,11 +49,12 @@ def scripts(draw: st.DrawFn) -> list[tuple[str, Any]]:
     return steps
 
 
-def folded(steps: list[tuple[str, Any]], split: int | None = None,
-           s: Script | None = None) -> Iterator[tuple[Script, list[dict[str, Any]]]]:
+def folded(steps: list[tuple[str, Any]], split: int | None = None, s: Script | None = None,
+           ticked: bool = False) -> Iterator[tuple[Script, list[dict[str, Any]]]]:
     """Fold the script step by step, yielding the script and each step's outputs; a finish, failure or
     cancel names a job assigned so far (skipped before any). At `split`, the state is stored and
-    reloaded, as a restarted worker would."""
+    reloaded, as a restarted worker would. `ticked`: each command is preceded by a Tick at its time (a step
+    of its own)."""
     s, uuids = s or Script(), []
     for i, (kind, arg) in enumerate(steps):
         if i == split:
@@ -68,19 +69,42 @@ def folded(steps: list[tuple[str, Any]], split: int | None = None,
             value = command(verb, uuid=uuids[arg % len(uuids)])
         else:
             continue
+        if ticked and value["type"] != "Tick":
+            yield s, s.feed(tick(s.clock), at=s.clock)
         outputs = s.feed(value)
         uuids += [u for o in outputs if o["type"] == "JobsAccepted" for u in o["uuids"]]
         yield s, outputs
 
 
-def run(steps: list[tuple[str, Any]], split: int | None = None) -> tuple[Script, list[list[dict[str, Any]]]]:
+def run(steps: list[tuple[str, Any]], split: int | None = None,
+        ticked: bool = False) -> tuple[Script, list[list[dict[str, Any]]]]:
     s = Script()
-    return s, [outputs for _, outputs in folded(steps, split, s)]
+    return s, [outputs for _, outputs in folded(steps, split, s, ticked)]
+
+
+def _substance(outputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Starts and outcomes, without what numbers them (`seq`, `cause`): what a Tick before a command adds else."""
+    return [{k: v for k, v in o.items() if k not in ("seq", "cause")} for o in outputs
+            if o["type"] not in ("DispatcherHealth", "SilentInput")]
+
+
+@given(scripts())
+def test_a_command_stamped_t_decides_as_a_tick_stamped_t_followed_by_it(steps: list[tuple[str, Any]]) -> None:
+    """How time is taken (docs/guide/dispatcher.md): what came due by a command's time happens first, so whether
+    the ticker ticked just before a command changes no start, timeout or outcome, only the health records."""
+    plain, per_plain = run(steps)
+    ticked, per_ticked = run(steps, ticked=True)
+    assert _substance([o for step in per_plain for o in step]) == _substance([o for step in per_ticked for o in step])
+    assert plain.state.jobs == ticked.state.jobs and plain.state.now == ticked.state.now
+    assert (plain.state.running, plain.state.pending, plain.state.workers) == (
+        ticked.state.running, ticked.state.pending, ticked.state.workers)
 
 
 @given(scripts())
 def test_caps_order_and_outcomes_hold(steps: list[tuple[str, Any]]) -> None:
-    s, per_step = run(steps)
+    """Each command after a Tick at its time, so that a record's starts are made under the caps it leaves (without
+    the Tick, what came due starts under the caps before the command: the property above makes them one)."""
+    s, per_step = run(steps, ticked=True)
     jobs: dict[str, dict[str, Any]] = {}  # uuid -> what the outputs say of it
     running: dict[str, str] = {}  # uuid -> worker
     max_threads, worker_max = DispatchState().max, {}
@@ -133,15 +157,18 @@ def test_a_start_is_dated_no_earlier_than_its_record_and_no_attempt_times_out_ea
     an attempt times out only once its whole timeout has passed since its start."""
     started: dict[tuple[str, int], int] = {}  # (uuid, attempt) -> started_at
     timeouts: dict[str, int] = {}
+    before = DispatchState()
     for s, outputs in folded(steps):
         for o in outputs:
-            if o["type"] == "JobStarted":
+            if o["type"] == "JobStarted":  # the job was pending before the record, or assigned by it
                 assert o["started_at"] >= o["cause"]["timestamp"], o
-                timeout = timeouts.setdefault(o["uuid"], s.state.jobs[o["uuid"]].timeout_ms)
+                job = before.jobs.get(o["uuid"]) or s.state.jobs[o["uuid"]]
+                timeout = timeouts.setdefault(o["uuid"], job.timeout_ms)
                 assert o["deadline"] == o["started_at"] + timeout
                 started[(o["uuid"], o["attempt"])] = o["started_at"]
             elif o["type"] == "JobTimedOut":
                 assert o["at"] - started[(o["uuid"], o["attempt"])] >= timeouts[o["uuid"]], o
+        before = s.state
 
 
 @given(scripts(), st.integers(0, 40))
@@ -156,15 +183,15 @@ def test_dropping_stale_deadlines_changes_no_output(steps: list[tuple[str, Any]]
     """The deadlines queue rebuilt at every chance (no stale entry kept) decides as one never rebuilt,
     in memory and across a reload."""
     _, kept = run(steps)
-    rebuilt_at = fold.STALE_DEADLINES
+    rebuilt_at = rules.STALE_DEADLINES
     try:
-        fold.STALE_DEADLINES = -10**9  # rebuilt after every start
+        rules.STALE_DEADLINES = -10**9  # rebuilt after every start
         _, always = run(steps)
         _, reloaded = run(steps, split)
-        fold.STALE_DEADLINES = 10**9  # never rebuilt
+        rules.STALE_DEADLINES = 10**9  # never rebuilt
         _, never = run(steps)
     finally:
-        fold.STALE_DEADLINES = rebuilt_at
+        rules.STALE_DEADLINES = rebuilt_at
     assert kept == always == reloaded == never
 
 
