@@ -14,6 +14,11 @@ is asked of Kafka before a restart: what lies past the committed offset may be o
 markers (every forward to a repartition topic is written in a transaction, and so is every
 redriven dead letter), which no consumer is ever handed, and a quiet partition must not cost a
 restart every `stall_timeout`.
+
+A worker can also hang in a rebalance: seen in the combined-faults day, a join answered
+`RebalanceInProgressError` while a broker was away and the worker never joined again, its partitions
+unowned. A rebalance that has not ended (recovery aside: that one progresses and may take long) after
+`JOIN_PATIENCE` stall timeouts restarts the worker in place as well.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from streams.worker.sideband import Sideband
 from streams.worker.surface import App
 
 log = logging.getLogger(__name__)
+JOIN_PATIENCE = 4  # stall timeouts a rebalance may take, recovery aside, before the worker restarts in place
 
 
 @dataclass
@@ -43,12 +49,20 @@ class Watchdog:
     stall_timeout: float
     first_offset_from: Callable[[str, int, int, int], Awaitable[int | None]]  # the first record in [start, end)
     _seen: dict[Any, tuple[int, float]] = field(default_factory=dict)  # tp -> (committed, since)
+    _joining_since: float | None = None  # when the rebalance under way (before its recovery) began
     sideband: Sideband = field(init=False)
 
     def __post_init__(self) -> None:
         self.sideband = Sideband(self.bootstrap)
 
     async def check(self) -> None:
+        joining = self.app.rebalancing and not self.app.in_recovery
+        now = time.monotonic()
+        self._joining_since = (self._joining_since or now) if joining else None
+        if self._joining_since is not None and now - self._joining_since >= JOIN_PATIENCE * self.stall_timeout:
+            log.error("a rebalance has not ended for %.0fs (no recovery under way): restarting the worker in place",
+                      now - self._joining_since)
+            restart_in_place()
         if self.app.in_recovery or self.app.rebalancing:
             self._seen.clear()  # only time spent running normally counts
             return

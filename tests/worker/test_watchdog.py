@@ -1,0 +1,54 @@
+"""The watchdog's patience with a rebalance that never ends (a join answered RebalanceInProgressError while a
+broker was away, in the combined-faults day): no broker needed, the app's two flags are what it reads."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from streams.worker import watchdog
+from streams.worker.watchdog import JOIN_PATIENCE, Watchdog
+
+
+class Consumer:
+    def assignment(self) -> set[Any]:
+        return set()
+
+
+@dataclass
+class Flags:
+    rebalancing: bool = False
+    in_recovery: bool = False
+    consumer: Consumer = field(default_factory=Consumer)
+
+
+def test_a_rebalance_that_does_not_end_restarts_the_worker_and_a_long_recovery_does_not(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    restarts: list[int] = []
+    monkeypatch.setattr(watchdog, "restart_in_place", lambda: restarts.append(1))
+    clock = [1000.0]
+    monkeypatch.setattr(watchdog.time, "monotonic", lambda: clock[0])
+    app: Any = Flags()
+    dog = Watchdog(app, "127.0.0.1:1", set(), stall_timeout=1.0, first_offset_from=None)  # type: ignore[arg-type]
+
+    def at(seconds: float, **flags: bool) -> None:
+        clock[0] = 1000.0 + seconds
+        for name, value in flags.items():
+            setattr(app, name, value)
+        asyncio.run(dog.check())
+
+    at(0, rebalancing=True)
+    at(JOIN_PATIENCE - 0.5)
+    assert restarts == []
+    at(1.0 * JOIN_PATIENCE + 0.1)
+    assert restarts == [1]  # a join that never ends
+    at(20, in_recovery=True)  # recovering: progress of its own, however long
+    at(200)
+    assert restarts == [1]
+    at(201, rebalancing=False, in_recovery=False)  # running: owns nothing here, so nothing to compare
+    at(202, rebalancing=True)
+    at(202 + JOIN_PATIENCE - 0.5)
+    assert restarts == [1]  # the patience starts again with each rebalance
