@@ -44,7 +44,7 @@ from streams.worker.continuity import Continuity
 from streams.worker.keeper import Keeper
 from streams.worker.routing import partition_for
 from streams.worker.unit import Progress
-from streams.worker.watchdog import Watchdog, restart_in_place
+from streams.worker.watchdog import Watchdog
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +160,6 @@ def create_app(settings: Settings) -> faust.App:
         progress.report()
 
     watchdog = Watchdog(app, settings.kafka_bootstrap, inputs, settings.stall_timeout, continuity.first_offset_from)
-    faust_private.refuse_to_fold_without_changelogs(app, inputs, restart_in_place)
 
     @app.timer(5.0)
     async def watch_for_stalls() -> None:

@@ -112,15 +112,6 @@ into Faust only through a function here, so a Faust upgrade means reading this o
   `_filter_tps_with_pending_acks`, and drops a revoked one's); and the loop is yielded to every
   `YIELD_EVERY` events, as Faust's own fetch loop does.
 
-* `refuse_to_fold_without_changelogs`: recovery restores a table from the changelog partitions the group's
-  leader assigned this worker (`Recovery.actives_for_table`, from `PartitionAssignor.assigned_actives`). A
-  leader whose metadata lacked the changelog topics (a broker away: aiokafka logs "Topic ...-changelog not
-  found in cluster metadata") assigns the input partitions and none of the changelogs: the worker then
-  recovers nothing, folds on from empty state and dead-letters every metric `no_policy` (seen in the
-  combined-faults test: a worker restarted while a broker was down). Tables are co-partitioned with the inputs,
-  so a worker with input partitions and no changelog partition of some table is never right: it now re-executes
-  itself in place after a short wait (exactly-once makes that safe), and the next rebalance asks again.
-
 `check()` runs before the app is built and names whatever a Faust upgrade moved.
 """
 
@@ -199,8 +190,6 @@ def check() -> None:
         missing.append("Consumer._filter_tps_with_pending_acks committing the partitions in _acked")
     init = inspect.getsource(Consumer.__init__)
     missing += [f"Consumer.{name}" for name in _INSTANCE_ATTRIBUTES if f"self.{name} =" not in init]
-    if "self.actives_for_table[table].add(tp)" not in inspect.getsource(faust.tables.recovery.Recovery.add_active):
-        missing.append("Recovery.actives_for_table, filled by add_active")
     if missing:
         raise TribunalError(f"this Faust lacks {', '.join(missing)}, which tribunal's exactly-once needs; "
                             "pin faust-streaming 0.15.x (see streams/worker/faust_private.py)")
@@ -268,25 +257,6 @@ def fetch_briefly_while_recovering(app: Any, brief_ms: int) -> None:
     @app.on_rebalance_complete.connect
     async def usual(sender: Any, /, *args: Any, **kwargs: Any) -> None:
         wait(FAUST_FETCH_WAIT_MS)
-
-
-def refuse_to_fold_without_changelogs(app: Any, inputs: set[str], restart: Callable[[], None],
-                                      wait: float = 2.0) -> None:
-    """After each rebalance: input partitions assigned but no changelog partition of some table means the leader
-    did not see the changelog topics; restart in place rather than fold on from empty tables."""
-    @app.on_rebalance_complete.connect
-    async def check_changelogs(sender: Any, /, *args: Any, **kwargs: Any) -> None:
-        assigned = sorted({tp.partition for tp in app.consumer.assignment() if tp.topic in inputs})
-        if not assigned:
-            return
-        actives = app.tables.recovery.actives_for_table
-        bare = sorted(name for name, table in app.tables.items() if not actives.get(table))
-        if bare:
-            log.error("assigned input partitions %s but no changelog partition of the tables %s (the group's "
-                      "leader did not see their topics: a broker away?): restarting in place in %.0f s rather than "
-                      "fold on from empty state", assigned, bare, wait)
-            await asyncio.sleep(wait)
-            restart()
 
 
 def ask_the_broker_for_highwaters() -> None:
