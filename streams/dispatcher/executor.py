@@ -78,7 +78,7 @@ class Executor:
         try:
             proc = await self.guardian.run([fill(part, **values) for part in self.template], env,
                                            self.where / f"{job.uuid}.log", run)
-        except guardian.GuardianError as e:
+        except guardian.GuardianError as e:  # a command that cannot start, a guardian gone
             return str(e)
         left = max(0.0, job.deadline / 1000 - time.time())
         try:
@@ -125,8 +125,11 @@ class Executor:
                      f"{shlex.join(self.template)!r} per job" if self.template else f"jobs of {self.seconds:.1f} s")
             try:
                 await client.run()  # until cancelled, or the broker goes away (the executor stops with its error)
-            finally:
-                await asyncio.gather(*self.tasks, return_exceptions=True)  # the jobs under way report their end
+            finally:  # the jobs under way report their end; a process of one is stopped (its attempt times out)
+                if self.template is not None:
+                    for task in self.tasks:
+                        task.cancel()
+                await asyncio.gather(*self.tasks, return_exceptions=True)
 
     def _done(self, task: asyncio.Task[None]) -> None:
         self.tasks.discard(task)

@@ -41,10 +41,10 @@ from typing import Any
 import psutil
 
 from streams.errors import TribunalError
-from streams.processes.proc import Proc
+from streams.processes.proc import Proc, start_time
 
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
-RUN, GUARDIAN = "TRIBUNAL_RUN", "TRIBUNAL_GUARDIAN"
+RUN, GUARDIAN, KEEPER = "TRIBUNAL_RUN", "TRIBUNAL_GUARDIAN", "TRIBUNAL_GUARDIAN_PROCESS"
 
 
 class GuardianError(TribunalError):
@@ -82,15 +82,18 @@ def _subreaper_possible() -> bool:
 # -- the node's side --------------------------------------------------------------------------------------------
 
 class Guardian:
-    """The node's handle on its guardian: start runs, wait for their ends, stop them whole."""
+    """The node's handle on its guardian: start runs, wait for their ends, stop them whole.
+
+    A run is known by the ticket its start request had, never by its pid (a pid comes round again)."""
 
     def __init__(self, mark: str) -> None:
         self.mark = mark  # in every run's environment (`TRIBUNAL_GUARDIAN`): whose runs these are
         self.process: asyncio.subprocess.Process | None = None
         self.replies: dict[int, asyncio.Future[dict[str, Any]]] = {}
-        self.exits: dict[int, asyncio.Future[int]] = {}  # pid -> its exit status
+        self.exits: dict[int, asyncio.Future[int]] = {}  # a run's ticket -> its exit status
         self.numbers = itertools.count(1)
         self.reader: asyncio.Task[None] | None = None
+        self.keeper = ""  # the guardian's own pid and start time, in every run's environment (`sweep`)
 
     async def start(self) -> None:
         self.process = await asyncio.create_subprocess_exec(
@@ -100,48 +103,79 @@ class Guardian:
         ready = json.loads(await self.process.stdout.readline() or b"{}")
         if not ready.get("ready"):
             raise GuardianError("the guardian process did not start")
+        self.keeper = f"{self.process.pid}:{start_time(self.process.pid)}"
         self.reader = asyncio.create_task(self._read())
+
+    def _future(self, table: dict[int, asyncio.Future[Any]], ticket: int) -> asyncio.Future[Any]:
+        if ticket not in table:
+            table[ticket] = asyncio.get_running_loop().create_future()
+        return table[ticket]
 
     async def _read(self) -> None:
         assert self.process is not None and self.process.stdout is not None
-        while line := await self.process.stdout.readline():
-            said = json.loads(line)
-            if "exit" in said:
-                self.exits.setdefault(said["pid"], asyncio.get_running_loop().create_future())
-                if not self.exits[said["pid"]].done():
-                    self.exits[said["pid"]].set_result(int(said["exit"]))
-            elif said.get("id") in self.replies:
-                self.replies.pop(said["id"]).set_result(said)
-        waiting: list[asyncio.Future[Any]] = [*self.replies.values(), *self.exits.values()]
-        for future in waiting:
-            if not future.done():
-                future.set_exception(GuardianError("the guardian process ended"))
+        try:
+            while line := await self.process.stdout.readline():
+                said = json.loads(line)
+                future: asyncio.Future[Any] | None = self._future(self.exits, said["ticket"]) if "exit" in said \
+                    else self.replies.pop(said.get("id", -1), None)
+                if future is None or future.done():
+                    continue  # a reply its asker stopped waiting for
+                future.set_result(int(said["exit"]) if "exit" in said else said)
+        finally:
+            ended = GuardianError("the guardian process ended")
+            waiting: list[asyncio.Future[Any]] = [*self.replies.values(), *self.exits.values()]
+            for left in waiting:
+                if not left.done():
+                    left.set_exception(ended)
+                    left.exception()  # retrieved: only an awaiting caller hears of it
 
     async def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
         assert self.process is not None and self.process.stdin is not None
         number = next(self.numbers)
-        self.replies[number] = asyncio.get_running_loop().create_future()
-        self.process.stdin.write(json.dumps({**request, "id": number}).encode() + b"\n")
-        await self.process.stdin.drain()
-        return await self.replies[number]
+        reply = self._future(self.replies, number)
+        try:
+            self.process.stdin.write(json.dumps({**request, "id": number}).encode() + b"\n")
+            await self.process.stdin.drain()
+        except (ConnectionError, RuntimeError) as e:  # its pipe closed: it is gone
+            self.replies.pop(number, None)
+            raise GuardianError(f"the guardian process is gone: {e!r}") from None
+        return await reply
 
     async def run(self, argv: Sequence[str], env: Mapping[str, str], output: Path, run: str) -> Proc:
         """Start `argv` as run `run` (its processes carry `TRIBUNAL_RUN=run`), its output appended to `output`."""
-        env = {**env, RUN: run, GUARDIAN: self.mark}
-        said = await self._ask({"op": "run", "argv": list(argv), "env": env, "output": str(output)})
+        env = {**env, RUN: run, GUARDIAN: self.mark, KEEPER: self.keeper}
+        asking = asyncio.ensure_future(self._ask({"op": "run", "argv": list(argv), "env": env,
+                                                   "output": str(output)}))
+        try:
+            said = await asyncio.shield(asking)
+        except asyncio.CancelledError:  # the caller gave up: what starts meanwhile is stopped as it starts
+            asking.add_done_callback(lambda done: self._abandoned(done, run))
+            raise
         if "error" in said:
             raise GuardianError(f"cannot start {argv[0]!r}: {said['error']}")
-        self.exits.setdefault(said["pid"], asyncio.get_running_loop().create_future())
-        return Proc(said["pid"], said["started"], None, time.monotonic())
+        self._future(self.exits, said["id"])
+        return Proc(said["pid"], said["started"], None, time.monotonic(), ticket=said["id"])
+
+    def _abandoned(self, asking: asyncio.Future[dict[str, Any]], run: str) -> None:
+        if asking.cancelled() or asking.exception() is not None or "error" in asking.result():
+            return
+        said = asking.result()
+        stopping = asyncio.ensure_future(self._ask({"op": "stop", "pid": said["pid"], "run": run, "grace": 0}))
+        stopping.add_done_callback(lambda done: done.cancelled() or done.exception())
+        self.exits.pop(said["id"], None)
 
     async def wait(self, proc: Proc) -> int:
         """The run's exit status (negative: the signal that ended it)."""
-        proc.code = await asyncio.shield(self.exits[proc.pid])
-        return proc.code
+        code: int = await asyncio.shield(self._future(self.exits, proc.ticket))
+        self.exits.pop(proc.ticket, None)
+        proc.code = code
+        return code
 
     async def stop(self, proc: Proc, run: str, grace: float) -> int:
         """SIGTERM to the run's processes (its group, and any of it that left the group), SIGKILL after `grace`;
         return once its own process is gone, with its exit status."""
+        if proc.code is not None:
+            return proc.code
         await self._ask({"op": "stop", "pid": proc.pid, "run": run, "grace": grace})
         return await self.wait(proc)
 
@@ -158,27 +192,39 @@ class Guardian:
 
 
 def sweep(mark: str) -> list[int]:
-    """SIGKILL every process whose environment says it is a run of guardian `mark` (an earlier incarnation's
-    leftovers); the pids killed. The environment, not a pid file, so a reused pid is never taken for one."""
+    """SIGKILL every process whose environment says it is a run of guardian `mark` and whose guardian is gone (an
+    earlier incarnation's leftovers; a live guardian's runs, a second process with the same mark, are left
+    alone); the pids killed. The environment, not a pid file, so a reused pid is never taken for one."""
     killed = []
     for process in psutil.process_iter():
         with contextlib.suppress(psutil.Error):
-            if process.pid != os.getpid() and process.environ().get(GUARDIAN) == mark:
-                process.kill()
-                killed.append(process.pid)
+            env = process.environ()
+            if process.pid == os.getpid() or env.get(GUARDIAN) != mark or _alive(env.get(KEEPER, "")):
+                continue
+            process.kill()
+            killed.append(process.pid)
     return killed
+
+
+def _alive(keeper: str) -> bool:
+    """Whether the guardian `pid:start time` still runs (not another process that has its pid now)."""
+    pid, _, started = keeper.partition(":")
+    return pid.isdigit() and str(start_time(int(pid))) == started
 
 
 # -- the guardian's side ------------------------------------------------------------------------------------------
 
 class _Keeper:
-    """The guardian process: starts runs, reports their ends, stops them on request, ends all when told."""
+    """The guardian process: starts runs, reports their ends, stops them on request, ends all when told.
+
+    A run ends whole: when its own process exits, whatever of it is left (its group, and any of it that left the
+    group) is SIGKILLed, so nothing of a finished run outlives it on the node."""
 
     def __init__(self, parent: int) -> None:
         self.parent = parent
-        self.runs: dict[int, tuple[str, Proc]] = {}  # pid of a run's own process -> the run, and it (its `Popen`
-        # kept: one dropped while its process runs would be reaped by `subprocess` itself, its status lost)
-        self.stopping: dict[int, tuple[str, float]] = {}  # pid -> (run, when to SIGKILL)
+        self.runs: dict[int, tuple[str, Proc, int]] = {}  # pid of a run's own process -> the run, it (its `Popen`
+        # kept: one dropped while its process runs would be reaped by `subprocess` itself, its status lost), ticket
+        self.stopping: dict[int, float] = {}  # pid -> when to SIGKILL
         self.ending = False
 
     def serve(self) -> None:
@@ -186,22 +232,24 @@ class _Keeper:
         _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, self._end)
-        self._say({"ready": True, "pid": os.getpid()})
-        stdin = sys.stdin.buffer
-        pending = b""
-        while not self.ending and os.getppid() == self.parent:
-            readable, _, _ = select.select([stdin], [], [], 0.05)
-            if readable:
-                chunk = os.read(stdin.fileno(), 65536)
-                if not chunk:
-                    break  # the node is gone (or closed us on purpose)
-                pending += chunk
-                while b"\n" in pending:
-                    line, pending = pending.split(b"\n", 1)
-                    self._handle(json.loads(line))
-            self._reap()
-            self._escalate()
-        self._end_all()
+        try:
+            self._say({"ready": True, "pid": os.getpid()})
+            stdin = sys.stdin.buffer
+            pending = b""
+            while not self.ending and os.getppid() == self.parent:
+                readable, _, _ = select.select([stdin], [], [], 0.05)
+                if readable:
+                    chunk = os.read(stdin.fileno(), 65536)
+                    if not chunk:
+                        break  # the node is gone (or closed us on purpose)
+                    pending += chunk
+                    while b"\n" in pending:
+                        line, pending = pending.split(b"\n", 1)
+                        self._handle(line)
+                self._reap()
+                self._escalate()
+        finally:
+            self._end_all()
 
     def _end(self, signum: int, frame: Any) -> None:
         self.ending = True
@@ -211,24 +259,34 @@ class _Keeper:
             sys.stdout.write(json.dumps(what) + "\n")
             sys.stdout.flush()
 
-    def _handle(self, request: dict[str, Any]) -> None:
-        if request["op"] == "run":
+    def _handle(self, line: bytes) -> None:
+        try:
+            request = json.loads(line)
+            number = request["id"]
+        except (ValueError, KeyError, TypeError):
+            return  # not a request of the node's
+        if request.get("op") == "run":
             try:
                 proc = _start(request["argv"], request["env"], Path(request["output"]))
-            except OSError as e:
-                self._say({"id": request["id"], "error": str(e)})
+            except Exception as e:  # noqa: BLE001  (a command that cannot start: the node hears why)
+                self._say({"id": number, "error": str(e)})
                 return
-            self.runs[proc.pid] = (request["env"][RUN], proc)
-            self._say({"id": request["id"], "pid": proc.pid, "started": proc.started})
-        elif request["op"] == "stop":
-            pid, run = request["pid"], request["run"]
-            self._signal_run(pid, run, signal.SIGTERM)
-            self.stopping[pid] = (run, time.monotonic() + float(request["grace"]))
-            self._say({"id": request["id"], "stopping": pid})
+            self.runs[proc.pid] = (request["env"][RUN], proc, number)
+            self._say({"id": number, "pid": proc.pid, "started": proc.started})
+        elif request.get("op") == "stop":
+            pid, run = int(request["pid"]), str(request["run"])
+            if pid in self.runs:
+                self._signal_run(pid, run, signal.SIGTERM)
+                self.stopping[pid] = time.monotonic() + float(request["grace"])
+            else:  # it ended already: only what it left could remain
+                self._signal_run(None, run, signal.SIGKILL)
+            self._say({"id": number, "stopping": pid})
 
-    def _signal_run(self, pid: int, run: str, sig: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, sig)
+    def _signal_run(self, pid: int | None, run: str, sig: int) -> None:
+        """`sig` to the run's group (led by `pid`, ours and not reaped yet) and every process of the run below."""
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, sig)
         for other in _below(os.getpid()):
             if _environ(other).get(RUN) == run:
                 with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -236,13 +294,13 @@ class _Keeper:
 
     def _escalate(self) -> None:
         now = time.monotonic()
-        for pid, (run, deadline) in list(self.stopping.items()):
-            if now >= deadline:
-                self._signal_run(pid, run, signal.SIGKILL)
+        for pid, deadline in list(self.stopping.items()):
+            if now >= deadline and pid in self.runs:
+                self._signal_run(pid, self.runs[pid][0], signal.SIGKILL)
                 del self.stopping[pid]
 
     def _reap(self) -> None:
-        for pid, (_, proc) in list(self.runs.items()):
+        for pid, (_, proc, _) in list(self.runs.items()):
             code = proc.child.poll() if proc.child is not None else None
             if code is not None:
                 self._ended(pid, code)
@@ -257,11 +315,10 @@ class _Keeper:
                 self._ended(pid, os.waitstatus_to_exitcode(status))
 
     def _ended(self, pid: int, code: int) -> None:
-        run, _ = self.runs.pop(pid)
-        if pid in self.stopping:  # what of the run left its group still goes
-            self._signal_run(pid, run, signal.SIGKILL)
-            del self.stopping[pid]
-        self._say({"pid": pid, "exit": code})
+        run, _, ticket = self.runs.pop(pid)
+        self.stopping.pop(pid, None)
+        self._signal_run(None, run, signal.SIGKILL)  # what of the run is left goes with it
+        self._say({"ticket": ticket, "pid": pid, "exit": code})
 
     def _end_all(self) -> None:
         """SIGKILL everything below the guardian until nothing is, reaping as it goes."""
@@ -283,8 +340,12 @@ class _Keeper:
 def _start(argv: list[str], env: dict[str, str], output: Path) -> Proc:
     from streams.processes.proc import spawn
 
-    def bound() -> None:  # in the child, before exec: it dies with the guardian
+    guardian = os.getpid()
+
+    def bound() -> None:  # in the child, before exec: it dies with the guardian (and not after, if it died before)
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != guardian:
+            os.kill(os.getpid(), signal.SIGKILL)
 
     return spawn(argv, env, output, preexec=bound)
 

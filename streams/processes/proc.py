@@ -23,6 +23,7 @@ class Proc:
     child: subprocess.Popen[bytes] | None = None  # None for one adopted, or started by a guardian
     born: float = float("-inf")  # time.monotonic() at its start; one adopted counts as long running
     code: int | None = None  # its exit status, once known (a guardian reports it)
+    ticket: int = 0  # the guardian's number for it (a run is known by it, never by a pid that may come round)
 
     def alive(self) -> bool:
         if self.child is not None and self.child.poll() is not None:
@@ -83,7 +84,8 @@ def load(path: Path) -> Proc | None:
 
 def signal_group(proc: Proc, sig: signal.Signals) -> None:
     """Signal the process's group (it leads its own session: what it started in it goes too)."""
-    if start_time(proc.pid) != proc.started:
+    ours = proc.child is not None and proc.child.returncode is None  # not reaped: its pid is not anyone else's
+    if not ours and start_time(proc.pid) != proc.started:
         return  # gone, or its pid is another process's now
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, sig)

@@ -16,7 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from streams.processes.guardian import GUARDIAN, RUN, Guardian, protections, sweep
+from streams.processes.guardian import GUARDIAN, RUN, Guardian, GuardianError, protections, sweep
 from tests.helpers import until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -107,3 +107,36 @@ def test_a_run_stopped_goes_whole_its_escaped_grandchild_too_and_its_status_is_r
     assert code == 3 and stopped in (-signal.SIGTERM, -signal.SIGKILL, 143, 137), stopped
     assert other  # another run is not touched by the stop
     assert not marked(mark)  # and the close ended it
+
+
+def test_the_guardian_survives_what_a_caller_or_a_command_gets_wrong_and_a_finished_run_leaves_nothing(
+        tmp_path: Path) -> None:
+    """A caller that gives up while its run starts, a command the system refuses (a NUL in an argument), a stop
+    of a run that ended already: the guardian answers and goes on; a run whose own process exits takes what it
+    left in the background with it; and a sweep leaves a live guardian's runs alone."""
+    mark = f"test-{uuid.uuid4().hex}"
+
+    async def scenario() -> None:
+        guardian = Guardian(mark)
+        await guardian.start()
+        try:
+            env = dict(os.environ)
+            starting = asyncio.ensure_future(guardian.run(["sleep", "60"], env, tmp_path / "a.log", "abandoned"))
+            await asyncio.sleep(0)  # the request is on its way
+            starting.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await starting
+            with pytest.raises(GuardianError, match="null byte"):
+                await guardian.run(["sh", "-c", "exit 0", "a\0b"], env, tmp_path / "b.log", "refused")
+            quick = await guardian.run(["sh", "-c", "sleep 60 & exit 4"], env, tmp_path / "c.log", "quick")
+            assert await guardian.wait(quick) == 4
+            assert await guardian.stop(quick, "quick", grace=1) == 4  # ended already: answered at once
+            await asyncio.sleep(0.2)
+            assert marked(mark, "quick") == [] and marked(mark, "abandoned") == []
+            alive = await guardian.run(["sleep", "60"], env, tmp_path / "d.log", "alive")
+            assert sweep(mark) == [] and marked(mark, "alive") == [alive.pid]  # its guardian lives
+        finally:
+            await guardian.close()
+
+    asyncio.run(scenario())
+    assert not marked(mark)
