@@ -43,7 +43,8 @@ from streams.decider import DeciderClient
 from streams.decider.actuator import Actuator
 from streams.decider.targets import Change, Target
 from streams.decider.targets.command import CommandTarget
-from streams.decider.targets.process import ProcessTarget, start_time
+from streams.decider.targets.process import ProcessTarget
+from streams.processes.proc import start_time
 from streams.settings import Settings
 
 TRIBUNAL = str(Path(sys.executable).with_name("tribunal"))

@@ -60,13 +60,21 @@ def executor(worker: Annotated[str, typer.Option(help="The worker (tenant) whose
              seconds: Annotated[float, typer.Option(min=0, help="How long each job runs")] = 1.0,
              fail_every: Annotated[int, typer.Option(min=0, help="Report every k-th attempt failed (0: none)")] = 0,
              run_log: Annotated[Path | None, typer.Option(help="Append a JSON line per job start and end")] = None,
+             command: Annotated[str | None, typer.Option(help=(
+                 "What a job runs, as a process bound to this executor ({namespace} {uuid} {attempt} {external_id} "
+                 "{info}): exit 0 finishes it, anything else fails it, its deadline stops it. Without it, a job "
+                 "sleeps --seconds"))] = None,
+             state_dir: Annotated[Path, typer.Option(help="--command: the jobs' logs")] = Path(".tribunal-executor"),
+             term_grace: Annotated[float, typer.Option(min=0, help=(
+                 "--command: seconds from SIGTERM to SIGKILL for a job stopped at its deadline"))] = 10.0,
              bootstrap: Bootstrap = None, topic_prefix: Prefix = None) -> None:
-    """A demo tenant: runs each job it is started with (a sleep), then finishes it (or fails it)."""
+    """A tenant: runs each job it is started with (a process of --command, or a sleep), then finishes it (or fails
+    it)."""
     from streams.dispatcher.executor import Executor
 
     settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
     log = open_file(run_log, "a") if run_log is not None else None
-    service = Executor(settings, namespace, worker, seconds, fail_every, log)
+    service = Executor(settings, namespace, worker, seconds, fail_every, log, command, state_dir, term_grace)
     try:
         serve_until_stopped(service.run, None)
     finally:

@@ -1,4 +1,5 @@
-"""Shard plans: `tribunal shard-node` (a demonstration node) and `tribunal shard-tasks` (a job set's task count)."""
+"""Shard plans: `tribunal shard-node` (a node running a command per task run, or a demonstration sleep) and
+`tribunal shard-tasks` (a job set's task count)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,14 @@ def shard_node(job_set: JobSet,
                run_log: Annotated[Path | None, typer.Option(help="Append a JSON line per task run start/end, "
                                                             "with its epoch")] = None,
                period: Annotated[float, typer.Option(help="Each owned task runs every this many seconds")] = 5.0,
+               command: Annotated[str | None, typer.Option(help=(
+                   "What a task's run runs, as a process of this node ({job_set} {task} {epoch} {node}; the same in "
+                   "TRIBUNAL_JOB_SET, TRIBUNAL_TASK, TRIBUNAL_EPOCH, TRIBUNAL_NODE): it ends when the node ends, "
+                   "however. Without it, a demonstration run sleeps --duration"))] = None,
+               state_dir: Annotated[Path, typer.Option(help="--command: the runs' logs and holds files")] = Path(
+                   ".tribunal-shards"),
+               term_grace: Annotated[float, typer.Option(min=0, help=(
+                   "--command: seconds from SIGTERM to SIGKILL when the node stops a run"))] = 10.0,
                duration: Annotated[float, typer.Option(help="Seconds a demonstration task run takes")] = 0.5,
                grace: Annotated[float, typer.Option(help="Seconds the leader waits after a loss before lifting "
                                                     "the pause")] = 2.0,
@@ -30,8 +39,10 @@ def shard_node(job_set: JobSet,
                                                                 "of /live")] = 30.0,
                bootstrap: Bootstrap = None, zookeeper: ZkHosts = None, topic_prefix: Prefix = None,
                shard_root: ShardRoot = "/tribunal/.shards", session_timeout: SessionTimeout = 6.0) -> None:
-    """Run a demonstration node: it owns the tasks its job set's plan gives it and runs each on its slots."""
+    """Run a node: it owns the tasks its job set's plan gives it and runs each on its slots, as a process of
+    `--command`'s (bound to the node), or a demonstration sleep."""
     from streams.shards import Execution, ShardNode
+    from streams.shards.commands import CommandRuns
 
     settings = settings_from(kafka_bootstrap=bootstrap, zookeeper_hosts=zookeeper, topic_prefix=topic_prefix)
 
@@ -42,7 +53,8 @@ def shard_node(job_set: JobSet,
                 raise asyncio.CancelledError
             await asyncio.sleep(duration / steps)
 
-    node = ShardNode(settings, job_set, node_id or address, address, work, period=period,
+    runs = CommandRuns(command, state_dir, term_grace) if command is not None else work
+    node = ShardNode(settings, job_set, node_id or address, address, runs, period=period,
                      session_timeout=session_timeout, grace=grace, snapshot_interval=snapshot_interval,
                      root=shard_root, run_log=run_log)
     serve(node.serve)

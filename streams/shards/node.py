@@ -61,7 +61,7 @@ class Execution:
         return self.node.holds(self.task, self.epoch)
 
 
-Run = Callable[[Execution], Awaitable[None]]
+Run = Callable[[Execution], Awaitable[object]]  # what it returns as an int is the run's exit status
 
 
 class RunLog:
@@ -106,6 +106,9 @@ class ShardNode:
         self.publisher: Publisher | None = None
         self.leader: Any = None
         self.stopping = asyncio.Event()
+        bind = getattr(run, "bind", None)
+        if callable(bind):  # runs as processes (`CommandRuns`): they are this node's
+            bind(job_set, node)
 
     # -- what the gate decides ---------------------------------------------------------------------
     def holds(self, task: int, epoch: int) -> bool:
@@ -338,19 +341,21 @@ class ShardNode:
         number = f"{os.getpid()}.{next(self.counter)}"  # unique across restarts of the node
         self.run_log.write({"event": "start", "node": self.node, "run": number, "task": task, "epoch": epoch,
                             "failover": failover, "at": time.time()})
-        outcome = "done"
+        outcome, status = "done", None
         try:
-            await self.run(Execution(task, epoch, failover, self))
+            result = await self.run(Execution(task, epoch, failover, self))
+            status = result if isinstance(result, int) else None
         except asyncio.CancelledError:
             outcome = self.stop_reason.pop(asyncio.current_task(), "stopped")  # type: ignore[arg-type]
         except Exception as e:  # noqa: BLE001  (a task's failure is the task's, not the node's)
             log.warning("%s: task %d failed: %r", self.node, task, e)
-            outcome = "failed"
+            outcome, status = "failed", getattr(e, "status", None)
         end, held = time.time(), self._lease_wall()
         if held < end and outcome == "done":
             outcome = "fenced"  # it finished, but after its lease: what it did then is not to be trusted
         self.run_log.write({"event": "end", "node": self.node, "run": number, "task": task, "epoch": epoch,
-                            "at": end, "held_until": min(end, held), "outcome": outcome})
+                            "at": end, "held_until": min(end, held), "outcome": outcome,
+                            **({} if status is None else {"status": status})})
         current = self.runs.get(task)
         if current is not None and current[0] is asyncio.current_task():
             del self.runs[task]
@@ -375,7 +380,14 @@ class ShardNode:
 
     # -- the whole -------------------------------------------------------------------------------------
     async def serve(self, stop: asyncio.Event) -> None:
-        """Run until `stop` is set; then stop every run and leave (the live node goes with the session)."""
+        """Run until `stop` is set; then stop every run and leave (the live node goes with the session). Runs that
+        are processes (`CommandRuns`) are entered for the node's whole life: their leftovers ended before it
+        registers, their guardian closed after the last run ended."""
+        bound = self.run if isinstance(self.run, contextlib.AbstractAsyncContextManager) else contextlib.nullcontext()
+        async with bound:
+            await self._serve(stop)
+
+    async def _serve(self, stop: asyncio.Event) -> None:
         self.loop = asyncio.get_running_loop()
         consumer = kafka.consumer(self.settings.kafka_bootstrap, self.settings.topic(SHARD_PLANS),
                                   auto_offset_reset="earliest")

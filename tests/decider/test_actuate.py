@@ -14,8 +14,8 @@ from typing import Any
 from schemas.decisions import Actuation
 from streams.clients import read_log
 from streams.decider import DeciderClient
-from streams.decider.targets.process import start_time
 from streams.infra.topology import free_ports
+from streams.processes.proc import start_time
 from tests.decider.conftest import Loop, metric_values, policy, scrape
 from tests.helpers import Service, eventually, tribunal, until
 

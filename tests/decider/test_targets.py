@@ -17,9 +17,10 @@ import pytest
 from streams.decider.actuator import BACKOFF_FIRST, Actuator
 from streams.decider.targets import ActuationFailed, Change, TargetOptions, build
 from streams.decider.targets.command import CommandTarget
-from streams.decider.targets.process import ProcessTarget, start_time
+from streams.decider.targets.process import ProcessTarget
 from streams.decider.targets.webhook import SIGNATURE, WebhookTarget
 from streams.errors import ConfigError
+from streams.processes.proc import start_time
 from streams.settings import Settings
 from tests.decider.test_reconcile import Journal
 

@@ -180,3 +180,65 @@ async def committed(kafka: str, group: str, topic: str, partitions: list[int]) -
         return {p: await consumer.committed(TopicPartition(topic, p)) for p in partitions}
     finally:
         await consumer.stop()
+
+
+def _job_processes(uuid: str) -> list[int]:
+    """The live processes of a job run by `--command` (their environment names the job)."""
+    import psutil
+
+    found = []
+    for process in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if process.environ().get("TRIBUNAL_JOB") == uuid and process.status() != psutil.STATUS_ZOMBIE:
+                found.append(process.pid)
+    return found
+
+
+@pytest.mark.chaos
+def test_the_executor_runs_each_job_as_a_process_judged_by_its_exit_and_deadline_and_they_die_with_it(
+        env: dict[str, str], worker: Worker, tmp_path: Path, unique: str) -> None:
+    """Issue 47: exit 0 finishes a job with its attempt, any other exit fails it, a job past its deadline is killed
+    and failed; and an executor SIGKILLed takes its jobs' processes (a child of their own too) with it."""
+    clock = ticker(env, tmp_path, unique)
+    run_log = tmp_path / "runs.jsonl"
+    command = ("sh -c 'case {external_id} in ok) exit 0;; bad) exit 3;; "
+               "*) sleep 60 & sleep 60 & wait;; esac' {info}")
+    executor = Service(env, tmp_path / "executor.log", "executor", "--namespace", "px", "--worker", "w1",
+                       "--run-log", str(run_log), "--command", command, "--state-dir", str(tmp_path / "jobs"),
+                       "--term-grace", "0.5")
+    settings = Settings(kafka_bootstrap=env["KAFKA_BOOTSTRAP"], topic_prefix=f"{unique}.", app_id=unique)
+    clock.start()
+    executor.start()
+
+    def logged() -> list[dict[str, Any]]:
+        return [json.loads(x) for x in run_log.read_text().splitlines()] if run_log.exists() else []
+
+    async def assign(jobs: JobAssign) -> list[str]:
+        async with DispatcherClient(settings, "px") as client:
+            return (await client.assign_job(jobs)).uuids
+
+    try:
+        wait_until_ready(worker, 1)
+        until(lambda: "running" in executor.log(), lambda: executor.log()[-2000:], 60)
+        time.sleep(3)  # the executor joins its group before the jobs are assigned
+        now = int(time.time() * 1000)
+        three = JobAssign("w1").start(now).job("ok").job("bad").job("slow", timeout_ms=2000)
+        ok, bad, slow = asyncio.run(assign(three))
+        until(lambda: {x["uuid"] for x in logged() if x["event"] in ("finish", "fail")} >= {ok, bad, slow},
+              lambda: f"three ends: {logged()}\n{executor.log()[-2000:]}", 60, every=0.2)
+        ends = {x["uuid"]: x for x in logged() if x["event"] in ("finish", "fail")}
+        assert ends[ok]["event"] == "finish"
+        assert (ends[bad]["event"], ends[bad]["error"]) == ("fail", "exit status 3")
+        assert ends[slow]["event"] == "fail" and ends[slow]["error"].startswith("timed out"), ends[slow]
+        until(lambda: not _job_processes(slow), "the slow job's processes killed at its deadline", 10)
+
+        [held] = asyncio.run(assign(JobAssign("w1").start(now).job("held")))
+        until(lambda: len(_job_processes(held)) == 3, lambda: f"the held job running: {_job_processes(held)}", 60)
+        executor.kill()
+        killed = time.monotonic()
+        until(lambda: not _job_processes(held), lambda: f"orphans: {_job_processes(held)}", 5, every=0.01)
+        assert time.monotonic() - killed < 1.0
+    finally:
+        executor.stop()
+        clock.stop()
+    assert "Traceback" not in executor.log(), executor.log()[-3000:]

@@ -12,7 +12,6 @@ A user's own target is a class with these three coroutines, named on the command
 from __future__ import annotations
 
 import importlib
-import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,15 +83,6 @@ class TargetOptions:
     grace: float = 10.0  # process: how long a copy told to stop (SIGTERM) has before SIGKILL
     start_seconds: float = 10.0  # process: how long a copy runs before a death of it is no longer a crash
     max_backoff: float = 300.0  # process: the longest wait before restarting a crash-looping copy
-
-
-_PLACEHOLDER = re.compile(r"\{(pool|app|instances|seq|index)\}")
-
-
-def fill(part: str, **values: object) -> str:
-    """A command argument with its placeholders (`{pool}`, `{app}`, `{instances}`, `{seq}`, `{index}`) filled in;
-    any other brace is left as written (`-o jsonpath={.spec.replicas}`)."""
-    return _PLACEHOLDER.sub(lambda m: str(values[m.group(1)]) if m.group(1) in values else m.group(0), part)
 
 
 def build(kind: str, options: TargetOptions) -> Target:

@@ -16,7 +16,8 @@ import logging
 import shlex
 from collections.abc import Collection, Mapping
 
-from streams.decider.targets import ActuationFailed, Change, fill
+from streams.decider.targets import ActuationFailed, Change
+from streams.processes.proc import fill
 
 log = logging.getLogger(__name__)
 

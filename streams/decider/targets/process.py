@@ -5,7 +5,8 @@ Copy `i` of an app runs the command (its `{pool}`, `{app}` and `{index}` filled 
 `<state-dir>/<pool>/<app>/<i>.log`, its pid and start time (from `/proc`, so that a reused pid is not taken
 for it) in `<i>.pid`. The copies outlive the actuator: one that restarts, even after a SIGKILL, adopts the
 copies its pid files name that still run, and applies the desired state to them as to its own. A surplus copy
-is stopped with SIGTERM, and SIGKILL after `grace` seconds. Linux only (`/proc`).
+is stopped with SIGTERM, and SIGKILL after `grace` seconds (`streams.processes` starts and stops them). Linux
+only (`/proc`).
 
 A copy that died is started again, as the kubelet restarts a container: at once after a long run or a first
 quick death (within `start_seconds` of its start: an accident, say a kill), and after a back-off from the
@@ -20,43 +21,21 @@ history lives in the actuator's memory: a restarted actuator starts each count a
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
 import os
 import shlex
-import signal
-import subprocess
 import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from streams.decider.targets import ActuationFailed, Change, fill
+from streams.decider.targets import ActuationFailed, Change
+from streams.processes.proc import Proc, fill, load, save, spawn, stop
 
 log = logging.getLogger(__name__)
 
 FIRST_BACKOFF = 0.5  # seconds before restarting a copy that died young twice in a row; doubled at each next
-
-
-@dataclass
-class Copy:
-    pid: int
-    started: int  # the process's start time in clock ticks since boot (/proc/<pid>/stat, field 22)
-    child: subprocess.Popen[bytes] | None = None  # None for a copy adopted from an earlier actuator
-    born: float = float("-inf")  # time.monotonic() at its start; an adopted copy counts as long running
-
-    def alive(self) -> bool:
-        if self.child is not None and self.child.poll() is not None:
-            return False  # ours, and reaped
-        return start_time(self.pid) == self.started
-
-    def exit_status(self) -> str:
-        code = None if self.child is None else self.child.returncode
-        if code is None:
-            return "exited"
-        return f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with status {code}"
 
 
 @dataclass
@@ -69,16 +48,6 @@ class Crashes:
     last: str = ""  # the last death, as a user reads it
 
 
-def start_time(pid: int) -> int | None:
-    """When `pid` started (clock ticks since boot), or None if it is not running (or is a zombie)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat[stat.rindex(")") + 2:].split()
-    return None if fields[0] in ("Z", "X") else int(fields[19])
-
-
 class ProcessTarget:
     name = "process"
 
@@ -86,7 +55,7 @@ class ProcessTarget:
                  max_backoff: float = 300.0) -> None:
         self.command, self.state_dir, self.grace = command, state_dir, grace
         self.start_seconds, self.max_backoff = start_seconds, max_backoff
-        self.copies: dict[tuple[str, str], dict[int, Copy]] = {}  # (pool, app) -> index -> copy
+        self.copies: dict[tuple[str, str], dict[int, Proc]] = {}  # (pool, app) -> index -> copy
         self.crashes: dict[tuple[str, str], dict[int, Crashes]] = {}  # (pool, app) -> index -> its quick deaths
         self.stopping: set[asyncio.Task[None]] = set()
         self.metrics: Any = None  # the actuator's `ActuatorMetrics`, once it has `instrument`ed this target
@@ -99,17 +68,15 @@ class ProcessTarget:
     def _dir(self, pool: str, app: str) -> Path:
         return self.state_dir / pool / app
 
-    def _running(self, pool: str, app: str) -> dict[int, Copy]:
+    def _running(self, pool: str, app: str) -> dict[int, Proc]:
         """The app's live copies, adopting those an earlier actuator's pid files name, forgetting the dead."""
         copies = self.copies.get((pool, app))
         if copies is None:
             copies = {}
             for pidfile in sorted(self._dir(pool, app).glob("*.pid")):
-                try:
-                    saved = json.loads(pidfile.read_text())
-                    copies[int(pidfile.stem)] = Copy(int(saved["pid"]), int(saved["started"]))
-                except (OSError, ValueError, KeyError, TypeError):
-                    continue
+                adopted = load(pidfile)
+                if adopted is not None and pidfile.stem.isdigit():
+                    copies[int(pidfile.stem)] = adopted
             self.copies[(pool, app)] = copies
         now = time.monotonic()
         crashes = self.crashes.setdefault((pool, app), {})
@@ -127,7 +94,7 @@ class ProcessTarget:
             self._died(pool, app, index, copy, crashes.setdefault(index, Crashes()), now)
         return copies
 
-    def _died(self, pool: str, app: str, index: int, copy: Copy, crash: Crashes, now: float) -> None:
+    def _died(self, pool: str, app: str, index: int, copy: Proc, crash: Crashes, now: float) -> None:
         """Note a copy's death: the first quick one is started again at once (an accident), the next ones after
         a back-off that doubles each time; one after a long run starts the count again."""
         ran = now - copy.born
@@ -143,7 +110,7 @@ class ProcessTarget:
             log.warning("copy %d of %s/%s (pid %d) %s: starting it again", index, pool, app, copy.pid, crash.last)
         self._show_backoff(pool, app)
 
-    def _settled(self, pool: str, app: str, copies: Mapping[int, Copy]) -> dict[int, Copy]:
+    def _settled(self, pool: str, app: str, copies: Mapping[int, Proc]) -> dict[int, Proc]:
         """The copies that count as running: all but those in a crash loop (died young twice or more in a row)
         that have not yet run `start_seconds` since their restart."""
         crashes = self.crashes.get((pool, app), {})
@@ -184,43 +151,24 @@ class ProcessTarget:
             crashes = self.crashes.get((pool, app), {})
             self.metrics.backoff.labels(pool, app).set(max((c.backoff for c in crashes.values()), default=0.0))
 
-    def _start(self, pool: str, app: str, index: int, again: bool = False) -> Copy:
+    def _start(self, pool: str, app: str, index: int, again: bool = False) -> Proc:
         where = self._dir(pool, app)
-        where.mkdir(parents=True, exist_ok=True)
         argv = [fill(part, pool=pool, app=app, index=index) for part in shlex.split(self.command)]
         env = {**os.environ, "TRIBUNAL_POOL": pool, "TRIBUNAL_APP": app, "TRIBUNAL_INDEX": str(index)}
-        with open(where / f"{index}.log", "ab") as output:
-            child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
-                                     env=env, start_new_session=True)
-        started = start_time(child.pid)
-        copy = Copy(child.pid, started if started is not None else -1, child, time.monotonic())
-        (where / f"{index}.pid").write_text(json.dumps({"pid": copy.pid, "started": copy.started}))
+        copy = spawn(argv, env, where / f"{index}.log")
+        save(copy, where / f"{index}.pid")
         log.info("started copy %d of %s/%s%s: pid %d", index, pool, app, " again" if again else "", copy.pid)
         if again and self.metrics is not None:
             self.metrics.restarts.labels(pool, app).inc()
         return copy
 
-    def _stop(self, pool: str, app: str, index: int, copy: Copy) -> None:
+    def _stop(self, pool: str, app: str, index: int, copy: Proc) -> None:
         """SIGTERM now, SIGKILL after `grace` (in the background: the loop does not wait for a slow exit)."""
         (self._dir(pool, app) / f"{index}.pid").unlink(missing_ok=True)
         log.info("stopping copy %d of %s/%s: pid %d", index, pool, app, copy.pid)
-        _signal(copy, signal.SIGTERM)
-        task = asyncio.get_running_loop().create_task(self._reap(copy))
+        task = asyncio.get_running_loop().create_task(stop(copy, self.grace))
         self.stopping.add(task)
         task.add_done_callback(self.stopping.discard)
-
-    async def _reap(self, copy: Copy) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.grace
-        while copy.alive() and loop.time() < deadline:
-            await asyncio.sleep(0.05)
-        if copy.alive():
-            _signal(copy, signal.SIGKILL)
-            deadline = loop.time() + 5.0  # SIGKILL takes effect soon, not at once
-            while copy.alive() and loop.time() < deadline:
-                await asyncio.sleep(0.01)
-        if copy.child is not None:
-            await asyncio.to_thread(copy.child.wait)
 
     async def stop_all(self, pool: str) -> None:
         """Stop every copy of the pool (the demo's end; an actuator that exits leaves them running)."""
@@ -239,8 +187,3 @@ def _crash_loop(crashes: Mapping[int, Crashes]) -> str:
     said = [f"copy {i} {c.last} ({c.count} in a row, restarts {c.backoff:g} s apart)"
             for i, c in sorted(crashes.items())]
     return "crash loop: " + "; ".join(said)
-
-
-def _signal(copy: Copy, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(copy.pid, sig)  # the copy's session: what it started goes too
