@@ -232,13 +232,21 @@ class _Keeper:
         _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, self._end)
+        woken, wake = os.pipe()  # a child's exit (SIGCHLD) wakes the loop at once, through this pipe
+        os.set_blocking(woken, False)
+        os.set_blocking(wake, False)
+        signal.set_wakeup_fd(wake)
+        signal.signal(signal.SIGCHLD, lambda signum, frame: None)
         try:
             self._say({"ready": True, "pid": os.getpid()})
             stdin = sys.stdin.buffer
             pending = b""
             while not self.ending and os.getppid() == self.parent:
-                readable, _, _ = select.select([stdin], [], [], 0.05)
-                if readable:
+                readable, _, _ = select.select([stdin, woken], [], [], 0.05)
+                if woken in readable:
+                    with contextlib.suppress(BlockingIOError):
+                        os.read(woken, 4096)
+                if stdin in readable:
                     chunk = os.read(stdin.fileno(), 65536)
                     if not chunk:
                         break  # the node is gone (or closed us on purpose)

@@ -58,6 +58,8 @@ class Watch(threading.Thread):
 
 
 class CommandJobSet(JobSet):
+    tasks = TASKS
+
     def start(self, node: str) -> None:
         service = Service(self.env, self.tmp / f"{node}.log", "shard-node", "--job-set", "js", "--id", node,
                           "--address", self.address(node), "--run-log", str(self.tmp / f"runs-{node}.jsonl"),

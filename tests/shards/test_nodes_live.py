@@ -33,6 +33,8 @@ NODES = ("n1", "n2", "n3", "n4")
 
 
 class JobSet:
+    tasks = TASKS  # the job set's task count, as `shard-tasks` set it
+
     def __init__(self, env: dict[str, str], tmp: Path, zookeeper: str, root: str) -> None:
         from kazoo.client import KazooClient
 
@@ -72,7 +74,7 @@ class JobSet:
             data, _ = self.zk.get(f"{self.root}/js/live") if self.zk.exists(f"{self.root}/js/live") else (b"", None)
             last.clear()
             last.update(json.loads(data) if data else {})
-            if set(last.get("nodes", {})) == nodes and last.get("tasks") == TASKS \
+            if set(last.get("nodes", {})) == nodes and last.get("tasks") == self.tasks \
                     and not self.zk.exists(f"{self.root}/js/shard"):
                 return dict(last)
             return None
