@@ -38,5 +38,13 @@ def filled(markdown: str, known: dict[str, str], page: str) -> str:
     return QUOTED.sub(quote, DEFINED.sub(lambda m: m.group(2), markdown))
 
 
+_KNOWN: dict[str, str] = {}  # the performance page's figures, read once a build (`on_pre_build`)
+
+
+def on_pre_build(config: Any) -> None:
+    _KNOWN.clear()
+    _KNOWN.update(figures())
+
+
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
-    return filled(markdown, figures(), page.file.src_path)
+    return filled(markdown, _KNOWN, page.file.src_path)

@@ -35,7 +35,7 @@ from typing import Any, NamedTuple
 from schemas.decisions import Actuation
 from streams.decider.client import DeciderClient, Desired
 from streams.decider.metrics import ActuatorMetrics
-from streams.decider.targets import ActuationFailed, Change, Target, instrument
+from streams.decider.targets import ActuationFailed, Change, Target, backoff, instrument
 from streams.settings import Settings
 from streams.topics import ACTUATIONS
 
@@ -141,7 +141,7 @@ class Actuator:
             # a target that backs off on its own is asked again when it says, and counted once per new failure
             self.metrics.failed.labels(*labels).inc(len(failed) if retry_after is None else len(news))
             self.failures += 1
-            wait = min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (self.failures - 1)) if retry_after is None else max(
+            wait = backoff(self.failures, BACKOFF_FIRST, BACKOFF_MAX) if retry_after is None else max(
                 0.05, min(self.interval, retry_after))
             return min(wait, self._report_due())
         self._reconciled(desired)
@@ -256,7 +256,7 @@ class Actuator:
                                       self.pool)
                         self.trouble = f"{type(e).__name__}: {e}"
                     self.failures += 1
-                    wait = min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (self.failures - 1))
+                    wait = backoff(self.failures, BACKOFF_FIRST, BACKOFF_MAX)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(changed.wait(), wait)
 

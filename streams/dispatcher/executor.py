@@ -22,7 +22,6 @@ from typing import IO, Any
 
 from schemas.dispatch import JobStarted
 from streams.dispatcher.client import DispatcherClient
-from streams.errors import TribunalError
 from streams.processes import guardian
 from streams.processes.proc import fill
 from streams.settings import Settings
@@ -95,14 +94,7 @@ class Executor:
         if self.template is None:
             await self._serve()
             return
-        if not guardian.protections():
-            raise TribunalError("--command needs Linux (/proc, prctl): nothing here could end a job's processes "
-                                "with the executor")
-        mark = str(self.where)
-        if left := await asyncio.to_thread(guardian.sweep, mark):
-            log.warning("ended %d process(es) an earlier executor left running: %s", len(left), left)
-        self.guardian = guardian.Guardian(mark)
-        await self.guardian.start()
+        self.guardian = await guardian.opened(str(self.where), f"executor {self.namespace}/{self.worker}")
         try:
             await self._serve()
         finally:

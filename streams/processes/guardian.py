@@ -28,6 +28,7 @@ import contextlib
 import ctypes
 import itertools
 import json
+import logging
 import os
 import select
 import signal
@@ -43,6 +44,7 @@ import psutil
 from streams.errors import TribunalError
 from streams.processes.proc import Proc, start_time
 
+log = logging.getLogger(__name__)
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 RUN, GUARDIAN, KEEPER = "TRIBUNAL_RUN", "TRIBUNAL_GUARDIAN", "TRIBUNAL_GUARDIAN_PROCESS"
 
@@ -189,6 +191,22 @@ class Guardian:
             await self.process.wait()
         if self.reader is not None:
             await asyncio.gather(self.reader, return_exceptions=True)
+
+
+async def opened(mark: str, who: str) -> Guardian:
+    """A started guardian for `who` (a node, an executor): refused where nothing here could bind its processes to
+    it, the protections that hold logged, and whatever an earlier incarnation with this `mark` left ended first."""
+    held = protections()
+    if not held:
+        raise GuardianError("--command needs Linux (/proc, prctl): nothing here could end a command's processes "
+                            f"with {who}")
+    for protection in held:
+        log.info("%s: %s", who, protection)
+    if left := await asyncio.to_thread(sweep, mark):
+        log.warning("%s: ended %d process(es) an earlier incarnation left running: %s", who, len(left), left)
+    guardian = Guardian(mark)
+    await guardian.start()
+    return guardian
 
 
 def sweep(mark: str) -> list[int]:

@@ -63,20 +63,10 @@ class CommandRuns:
         self.mark = f"{self.where}"
 
     async def __aenter__(self) -> CommandRuns:
-        held = guardian.protections()
-        if not held:
-            raise TribunalError("--command needs Linux (/proc, prctl): nothing here could end a task's processes "
-                                "with their node")
-        for protection in held:
-            log.info("%s: %s", self.node, protection)
         (self.where / "holds").mkdir(parents=True, exist_ok=True)
         for stale in (self.where / "holds").iterdir():
             stale.unlink(missing_ok=True)
-        if left := await asyncio.to_thread(guardian.sweep, self.mark):
-            log.warning("%s: ended %d process(es) an earlier incarnation left running: %s", self.node, len(left),
-                        left)
-        self.guardian = guardian.Guardian(self.mark)
-        await self.guardian.start()
+        self.guardian = await guardian.opened(self.mark, self.node)
         return self
 
     async def __aexit__(self, kind: type[BaseException] | None, error: BaseException | None,

@@ -16,7 +16,7 @@ import pytest
 
 from streams.processes.guardian import GUARDIAN
 from tests.helpers import Service, Worker, tribunal, until
-from tests.shards.test_nodes_live import JobSet
+from tests.shards.test_nodes_live import JobSet, job_set_of
 
 TASKS = 12
 NODES = ("n1", "n2", "n3")
@@ -73,11 +73,7 @@ class CommandJobSet(JobSet):
 @pytest.fixture
 def job_set(worker: Worker, worker_env: dict[str, str], tmp_path: Path, zookeeper: str, unique: str
             ) -> Iterator[CommandJobSet]:
-    shards = CommandJobSet(worker_env, tmp_path, zookeeper, f"/{unique}")
-    try:
-        yield shards
-    finally:
-        shards.close()
+    yield from job_set_of(CommandJobSet, worker_env, tmp_path, zookeeper, unique)
 
 
 @pytest.mark.chaos

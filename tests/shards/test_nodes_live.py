@@ -16,7 +16,7 @@ import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -96,14 +96,22 @@ class JobSet:
         self.zk.close()
 
 
-@pytest.fixture
-def job_set(worker: Worker, worker_env: dict[str, str], tmp_path: Path, zookeeper: str, unique: str
-            ) -> Iterator[JobSet]:
-    shards = JobSet(worker_env, tmp_path, zookeeper, f"/{unique}")
+J = TypeVar("J", bound=JobSet)
+
+
+def job_set_of(kind: type[J], worker_env: dict[str, str], tmp_path: Path, zookeeper: str, unique: str) -> Iterator[J]:
+    """A fixture's job set of `kind`, under a ZooKeeper root of the test's own, its nodes stopped at the end."""
+    shards = kind(worker_env, tmp_path, zookeeper, f"/{unique}")
     try:
         yield shards
     finally:
         shards.close()
+
+
+@pytest.fixture
+def job_set(worker: Worker, worker_env: dict[str, str], tmp_path: Path, zookeeper: str, unique: str
+            ) -> Iterator[JobSet]:
+    yield from job_set_of(JobSet, worker_env, tmp_path, zookeeper, unique)
 
 
 def test_no_task_runs_twice_through_kills_a_gc_pause_and_a_partition(job_set: JobSet, worker_env: dict[str, str],

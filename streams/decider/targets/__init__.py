@@ -63,6 +63,12 @@ class Target(Protocol):
     async def close(self) -> None: ...
 
 
+def backoff(attempt: int, first: float, most: float) -> float:
+    """The wait before try `attempt` (1: the first retry) of something that keeps failing: `first`, doubling each
+    time, never more than `most`. The actuator's failed passes and the process target's restarts both wait so."""
+    return min(most, first * 2 ** (attempt - 1))
+
+
 def instrument(target: Target, metrics: object) -> None:
     """Hand the actuator's metrics to a target that shows its own (an optional `instrument(metrics)` method)."""
     hook = getattr(target, "instrument", None)

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from streams.decider.targets import ActuationFailed, Change
+from streams.decider.targets import ActuationFailed, Change, backoff
 from streams.processes.proc import Proc, fill, load, save, spawn, stop
 
 log = logging.getLogger(__name__)
@@ -99,7 +99,7 @@ class ProcessTarget:
         a back-off that doubles each time; one after a long run starts the count again."""
         ran = now - copy.born
         crash.count = crash.count + 1 if ran < self.start_seconds else 0
-        crash.backoff = min(self.max_backoff, FIRST_BACKOFF * 2 ** (crash.count - 2)) if crash.count >= 2 else 0.0
+        crash.backoff = backoff(crash.count - 1, FIRST_BACKOFF, self.max_backoff) if crash.count >= 2 else 0.0
         crash.not_before = now + crash.backoff
         crash.last = f"{copy.exit_status()} {ran:.1f} s after its start" if ran < self.start_seconds else (
             f"{copy.exit_status()} after {'an earlier actuator started it' if ran == float('inf') else f'{ran:.0f} s'}")
