@@ -28,18 +28,23 @@ import pytest
 from hypothesis import settings
 
 from streams.infra.topology import free_ports
+from tests import netns
 from tests.helpers import Worker, tribunal
+from tests.netns import Network
 
 settings.register_profile("ci", max_examples=150, deadline=None)
 settings.register_profile("dev", max_examples=10, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
-BROKER_FIXTURES = frozenset({"stack", "kafka", "zookeeper", "worker_env", "worker"})
+BROKER_FIXTURES = frozenset({"stack", "kafka", "zookeeper", "worker_env", "worker", "net_stack"})
+PARTITION_FIXTURES = frozenset({"network", "net_stack"})
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if BROKER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.integration)
+        if PARTITION_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.chaos)
 
 
 @dataclass(frozen=True)
@@ -67,16 +72,42 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     if os.environ.get("TRIBUNAL_TEST_BACKEND") == "testcontainers":
         yield from _containers()
         return
+    yield from _local(tmp_path_factory.mktemp("stack"))
+
+
+def _local(home: Path, host: str = "127.0.0.1") -> Iterator[Stack]:
+    """A stack of the installed jars on free ports, listening on `host`, down at the end."""
     from streams.infra import Cluster, Topology
 
     zk_port, kafka_port, controller_port = free_ports(3)
-    cluster = Cluster(Topology(home=tmp_path_factory.mktemp("stack"), kafka_port=kafka_port,
-                               controller_port=controller_port, zk_port=zk_port))
+    cluster = Cluster(Topology(home=home, kafka_port=kafka_port, controller_port=controller_port, zk_port=zk_port,
+                               host=host))
     try:
         cluster.up()
-        yield Stack(env_kafka or cluster.topology.bootstrap, env_zk or cluster.topology.zookeeper_hosts)
+        yield Stack(cluster.topology.bootstrap, cluster.topology.zookeeper_hosts)
     finally:
         cluster.down()
+
+
+@pytest.fixture(scope="session")
+def network() -> Iterator[Network]:
+    """A bridge of the session's own, for processes in network namespaces (`tests.netns`); the partition tests
+    skip, saying why, where namespaces cannot be made."""
+    reason = netns.unavailable()
+    if reason is not None:
+        pytest.skip(f"network namespaces cannot be made here: {reason}")
+    net = netns.Network()
+    try:
+        yield net
+    finally:
+        net.close()
+
+
+@pytest.fixture(scope="session")
+def net_stack(network: Network, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """A second stack, on the bridge's address: what processes in the network's namespaces reach, and lose when
+    their link is cut (always the installed jars: the servers must listen where the namespaces are)."""
+    yield from _local(tmp_path_factory.mktemp("net-stack"), network.host)
 
 
 def _containers() -> Iterator[Stack]:
@@ -135,8 +166,13 @@ async def _delete_topics(bootstrap: str, prefix: str) -> None:
 
 @pytest.fixture
 def worker_env(kafka: str, unique: str, tmp_path: Path) -> dict[str, str]:
+    return env_of(kafka, unique, tmp_path)
+
+
+def env_of(bootstrap: str, unique: str, tmp_path: Path) -> dict[str, str]:
+    """A worker's (and its clients') environment on the broker at `bootstrap`, named after the test."""
     [web_port] = free_ports(1)
-    return {**os.environ, "KAFKA_BOOTSTRAP": kafka, "TRIBUNAL_TOPIC_PREFIX": f"{unique}.",
+    return {**os.environ, "KAFKA_BOOTSTRAP": bootstrap, "TRIBUNAL_TOPIC_PREFIX": f"{unique}.",
             "TRIBUNAL_APP_ID": unique, "TRIBUNAL_DATA_DIR": str(tmp_path / "worker"),
             "TRIBUNAL_WEB_PORT": str(web_port), "TRIBUNAL_PARTITIONS": "4"}
 

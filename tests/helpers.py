@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -78,16 +78,18 @@ class Service:
 
     args: tuple[str, ...] = ()
 
-    def __init__(self, env: dict[str, str], log_path: Path, *args: str) -> None:
+    def __init__(self, env: dict[str, str], log_path: Path, *args: str, wrap: Sequence[str] = ()) -> None:
         self.env = env
         self.log_path = log_path
         self.args = args or self.args
+        self.wrap = list(wrap)  # a command that runs the service's (`Namespace.wrap`: in a network namespace)
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
     def start(self) -> None:
         log = self.log_path.open("ab")
-        self.proc = subprocess.Popen([TRIBUNAL, *self.args], env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen([*self.wrap, TRIBUNAL, *self.args], env=self.env, stdout=log,
+                                     stderr=subprocess.STDOUT)
         log.close()
         self.starts += 1
 

@@ -1,4 +1,4 @@
-"""`tribunal infra`: the local Kafka and ZooKeeper servers, from Maven jars, on 127.0.0.1."""
+"""`tribunal infra`: the local Kafka and ZooKeeper servers, from Maven jars, on 127.0.0.1 (or `--host`)."""
 
 from __future__ import annotations
 
@@ -21,12 +21,14 @@ Home = Annotated[Path | None, typer.Option("--home", help="Data, logs and pid fi
 KafkaPort = Annotated[int | None, typer.Option("--kafka-port", help="First broker's port")]
 ControllerPort = Annotated[int | None, typer.Option("--controller-port", help="First controller's port")]
 ZkPort = Annotated[int | None, typer.Option("--zk-port", help="ZooKeeper's client port")]
+Host = Annotated[str, typer.Option("--host", help="The address ZooKeeper and the brokers listen on and advertise: "
+                                  "127.0.0.1, or one of this machine's that other network namespaces reach")]
 Secure = Annotated[bool, typer.Option("--secure", help="The secured stack: SASL_SSL with SCRAM users, a local CA "
                                       "and ACLs (in .tribunal/secure/, ports 9392, 19392 and 2183)")]
 
 
 def _cluster(brokers: int, home: Path | None, kafka_port: int | None, controller_port: int | None,
-             zk_port: int | None, secure: bool = False) -> Any:
+             zk_port: int | None, secure: bool = False, host: str = "127.0.0.1") -> Any:
     import dataclasses
 
     from streams.infra import Cluster, Topology
@@ -35,7 +37,7 @@ def _cluster(brokers: int, home: Path | None, kafka_port: int | None, controller
     return Cluster(dataclasses.replace(
         topology, kafka_port=topology.kafka_port if kafka_port is None else kafka_port,
         controller_port=topology.controller_port if controller_port is None else controller_port,
-        zk_port=topology.zk_port if zk_port is None else zk_port))
+        zk_port=topology.zk_port if zk_port is None else zk_port, host=host))
 
 
 @infra_cli.command("install")
@@ -50,9 +52,10 @@ def infra_install() -> None:
 
 @infra_cli.command("up")
 def infra_up(brokers: Brokers = 1, home: Home = None, kafka_port: KafkaPort = None,
-             controller_port: ControllerPort = None, zk_port: ZkPort = None, secure: Secure = False) -> None:
+             controller_port: ControllerPort = None, zk_port: ZkPort = None, secure: Secure = False,
+             host: Host = "127.0.0.1") -> None:
     """Start ZooKeeper and the broker(s); harmless when they already run."""
-    cluster = _cluster(brokers, home, kafka_port, controller_port, zk_port, secure)
+    cluster = _cluster(brokers, home, kafka_port, controller_port, zk_port, secure, host)
     timings = cluster.up()
     for name, seconds in timings.items():
         typer.echo(f"{name:<10} " + (f"started in {seconds:.1f}s" if seconds else "already running"))
@@ -71,9 +74,9 @@ def infra_up(brokers: Brokers = 1, home: Home = None, kafka_port: KafkaPort = No
 def infra_down(brokers: Brokers = 1, home: Home = None, kafka_port: KafkaPort = None,
                controller_port: ControllerPort = None, zk_port: ZkPort = None,
                purge: Annotated[bool, typer.Option(help="Also delete data and logs")] = False,
-               secure: Secure = False) -> None:
+               secure: Secure = False, host: Host = "127.0.0.1") -> None:
     """Stop the brokers, then ZooKeeper, and wait until their ports are free."""
-    cluster = _cluster(brokers, home, kafka_port, controller_port, zk_port, secure)
+    cluster = _cluster(brokers, home, kafka_port, controller_port, zk_port, secure, host)
     stopped = cluster.down()
     typer.echo("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
     if purge:
@@ -83,9 +86,10 @@ def infra_down(brokers: Brokers = 1, home: Home = None, kafka_port: KafkaPort = 
 
 @infra_cli.command("status")
 def infra_status(brokers: Brokers = 1, home: Home = None, kafka_port: KafkaPort = None,
-                 controller_port: ControllerPort = None, zk_port: ZkPort = None, secure: Secure = False) -> None:
+                 controller_port: ControllerPort = None, zk_port: ZkPort = None, secure: Secure = False,
+                 host: Host = "127.0.0.1") -> None:
     """Show each server's pid, port and resident memory; exit 1 unless all are up."""
-    cluster = _cluster(brokers, home, kafka_port, controller_port, zk_port, secure)
+    cluster = _cluster(brokers, home, kafka_port, controller_port, zk_port, secure, host)
     rows = cluster.status()
     for s in rows:
         rss = f"{s.rss_kb / 1024:.0f} MiB" if s.rss_kb else "-"

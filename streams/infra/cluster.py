@@ -37,6 +37,7 @@ class Server:
     config: Path
     heap_mb: int
     port: int
+    host: str = LOOPBACK  # where it answers clients
 
 
 @dataclass
@@ -55,9 +56,9 @@ def _port_open(port: int, host: str = LOOPBACK) -> bool:
         return s.connect_ex((host, port)) == 0
 
 
-def _zk_ruok(port: int) -> bool:
+def _zk_ruok(port: int, host: str = LOOPBACK) -> bool:
     try:
-        with socket.create_connection((LOOPBACK, port), timeout=1.0) as s:
+        with socket.create_connection((host, port), timeout=1.0) as s:
             s.sendall(b"ruok")
             return s.recv(16) == b"imok"
     except OSError:
@@ -116,10 +117,10 @@ class Cluster:
     def servers(self) -> list[Server]:
         t = self.topology
         zk = Server("zookeeper", "org.apache.zookeeper.server.ZooKeeperServerMain",
-                    t.home / "zookeeper" / "zoo.cfg", t.zk_heap_mb, t.zk_port)
+                    t.home / "zookeeper" / "zoo.cfg", t.zk_heap_mb, t.zk_port, t.host)
         brokers = [
             Server(f"kafka-{i + 1}", "kafka.Kafka", t.home / f"kafka-{i + 1}" / "server.properties",
-                   t.broker_heap_mb, t.kafka_port + i)
+                   t.broker_heap_mb, t.kafka_port + i, t.host)
             for i in range(t.brokers)
         ]
         return [zk, *brokers]
@@ -167,7 +168,7 @@ class Cluster:
     def _start(self, server: Server) -> int:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.run_dir.mkdir(parents=True, exist_ok=True)
-        if _port_open(server.port):
+        if _port_open(server.port, server.host):
             raise InfraError(f"port {server.port} for {server.name} is taken by another process")
         cmd = [*self.jvm(server, server.heap_mb), server.main_class, str(server.config)]
         with self.log_file(server).open("ab") as log:
@@ -192,6 +193,8 @@ class Cluster:
     def configure(self) -> None:
         """Write zoo.cfg and each server.properties, and format KRaft storage once."""
         t = self.topology
+        if t.secure and t.host != LOOPBACK:
+            raise InfraError("a secured stack listens on 127.0.0.1 only: its certificate names that address")
         write_properties(t.home / "zookeeper" / "zoo.cfg", zookeeper_config(t))
         Path(zookeeper_config(t)["dataDir"]).mkdir(parents=True, exist_ok=True)
         cid = self._cluster_id()
@@ -231,9 +234,9 @@ class Cluster:
                 pid = self._start(server)
             pids[server.name] = pid
             if server is zk:
-                self._wait(zk, pid, lambda: _zk_ruok(zk.port), timeout)
+                self._wait(zk, pid, lambda: _zk_ruok(zk.port, zk.host), timeout)
         for server in brokers:
-            self._wait(server, pids[server.name], functools.partial(_port_open, server.port), timeout)
+            self._wait(server, pids[server.name], functools.partial(_port_open, server.port, server.host), timeout)
         security = self.admin_security()
         self._wait(brokers[0], pids[brokers[0].name], lambda: self._brokers_settled(len(brokers), security), timeout)
         done = time.monotonic()
@@ -281,7 +284,7 @@ class Cluster:
         servers = self.servers()
         stopped = self._stop(servers[1:], timeout) + self._stop(servers[:1], timeout)
         deadline = time.monotonic() + timeout
-        while any(_port_open(p) for p in self.topology.ports()) and time.monotonic() < deadline:
+        while any(_port_open(p, h) for h, p in self.topology.endpoints()) and time.monotonic() < deadline:
             time.sleep(0.2)
         return stopped
 
@@ -309,7 +312,7 @@ class Cluster:
         _signal_group(pid, signal.SIGKILL)
         deadline = time.monotonic() + 30
         # A JVM's main thread can show as a zombie while its other threads still hold the listening socket.
-        while (_alive(pid) or _port_open(server.port)) and time.monotonic() < deadline:
+        while (_alive(pid) or _port_open(server.port, server.host)) and time.monotonic() < deadline:
             time.sleep(0.05)
         self._pid_file(server).unlink(missing_ok=True)
 
@@ -317,18 +320,18 @@ class Cluster:
         """Start one server of a running stack again and wait until it answers (a broker: is in the cluster)."""
         pid = self._start(server)
         if server.main_class == "kafka.Kafka":
-            self._wait(server, pid, functools.partial(_port_open, server.port), timeout)
+            self._wait(server, pid, functools.partial(_port_open, server.port, server.host), timeout)
             security = self.admin_security()
             self._wait(server, pid, lambda: self._brokers_settled(self.topology.brokers, security), timeout)
         else:
-            self._wait(server, pid, lambda: _zk_ruok(server.port), timeout)
+            self._wait(server, pid, lambda: _zk_ruok(server.port, server.host), timeout)
 
     def status(self) -> list[ServerStatus]:
         out = []
         for server in self.servers():
             pid = self.pid(server)
             out.append(ServerStatus(server.name, pid, server.port, pid is not None,
-                                    _port_open(server.port), rss_kb(pid) if pid else None))
+                                    _port_open(server.port, server.host), rss_kb(pid) if pid else None))
         return out
 
     def purge(self) -> None:

@@ -31,6 +31,8 @@ class Topology:
     broker_heap_mb: int = 384
     zk_heap_mb: int = 128
     secure: bool = False  # SASL_SSL with SCRAM users and ACLs (streams.infra.secure)
+    host: str = LOOPBACK  # where clients reach ZooKeeper and the brokers: loopback, or (the partition tests) the
+    # address of a bridge of this machine that network namespaces reach; the controllers stay on loopback
 
     @classmethod
     def default(cls, brokers: int = 1, home: Path | None = None, secure: bool = False) -> Topology:
@@ -52,16 +54,18 @@ class Topology:
 
     @property
     def bootstrap(self) -> str:
-        return ",".join(f"{LOOPBACK}:{self.kafka_port + i}" for i in range(self.brokers))
+        return ",".join(f"{self.host}:{self.kafka_port + i}" for i in range(self.brokers))
 
     @property
     def zookeeper_hosts(self) -> str:
-        return f"{LOOPBACK}:{self.zk_port}"
+        return f"{self.host}:{self.zk_port}"
 
-    def ports(self) -> list[int]:
-        kafka = [self.kafka_port + i for i in range(self.brokers)]
-        controllers = [self.controller_port + i for i in range(self.brokers)]
-        return [self.zk_port, *kafka, *controllers]
+    def endpoints(self) -> list[tuple[str, int]]:
+        """Every address a server of the stack listens on: ZooKeeper's and the brokers' on `host`, the
+        controllers' on loopback."""
+        kafka = [(self.host, self.kafka_port + i) for i in range(self.brokers)]
+        controllers = [(LOOPBACK, self.controller_port + i) for i in range(self.brokers)]
+        return [(self.host, self.zk_port), *kafka, *controllers]
 
 
 def broker_properties(topology: Topology, index: int) -> dict[str, str]:
@@ -82,8 +86,8 @@ def broker_properties(topology: Topology, index: int) -> dict[str, str]:
         "process.roles": "broker,controller",
         "node.id": str(index + 1),
         "controller.quorum.voters": voters,
-        "listeners": f"{listener}://{LOOPBACK}:{port},CONTROLLER://{LOOPBACK}:{cport}",
-        "advertised.listeners": f"{listener}://{LOOPBACK}:{port}",
+        "listeners": f"{listener}://{topology.host}:{port},CONTROLLER://{LOOPBACK}:{cport}",
+        "advertised.listeners": f"{listener}://{topology.host}:{port}",
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
@@ -112,7 +116,7 @@ def zookeeper_config(topology: Topology) -> dict[str, str]:
         "syncLimit": "5",
         "dataDir": str(topology.home / "zookeeper" / "data"),
         "clientPort": str(topology.zk_port),
-        "clientPortAddress": LOOPBACK,
+        "clientPortAddress": topology.host,
         "maxClientCnxns": "0",
         "admin.enableServer": "false",
         "4lw.commands.whitelist": "ruok,srvr,stat",

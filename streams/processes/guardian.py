@@ -15,6 +15,10 @@ status later. What holds, and why:
   state directory finds it by its environment and ends it, `sweep`).
 * Every process of a run carries `TRIBUNAL_RUN` and `TRIBUNAL_GUARDIAN` in its environment, so that a run is
   stopped whole (its process group, and whatever of it left the group) and a leftover is known for what it is.
+* A node that holds its tasks on a lease (a shard node: its last answer from ZooKeeper, plus a share of the
+  session) tells the guardian each time the lease is extended; when it runs out unextended, the guardian SIGKILLs
+  every run. A node that is frozen (SIGSTOP, a stalled machine) cannot stop its runs itself, and its session
+  expires on the server after the lease ends: its tasks' processes are gone before another node may be given them.
 
 What a task's command must not do to escape: have another process start its work (systemd-run, at, a
 container runtime, a daemon it talks to), or clear its environment and leave its session and the guardian's
@@ -181,6 +185,11 @@ class Guardian:
         await self._ask({"op": "stop", "pid": proc.pid, "run": run, "grace": grace})
         return await self.wait(proc)
 
+    async def lease(self, until: float) -> None:
+        """Every run is SIGKILLed at `until` (`time.monotonic()`, the machine's monotonic clock) unless a later
+        lease comes first."""
+        await self._ask({"op": "lease", "until": until})
+
     async def close(self) -> None:
         """End every run and the guardian (what the node's death does, done on purpose)."""
         if self.process is None:
@@ -243,6 +252,8 @@ class _Keeper:
         self.runs: dict[int, tuple[str, Proc, int]] = {}  # pid of a run's own process -> the run, it (its `Popen`
         # kept: one dropped while its process runs would be reaped by `subprocess` itself, its status lost), ticket
         self.stopping: dict[int, float] = {}  # pid -> when to SIGKILL
+        self.fenced: set[int] = set()  # pids of runs SIGKILLed at the lease's end
+        self.lease = float("inf")  # monotonic: every run is SIGKILLed then (the node's lease, if it has one)
         self.ending = False
 
     def serve(self) -> None:
@@ -274,6 +285,7 @@ class _Keeper:
                         self._handle(line)
                 self._reap()
                 self._escalate()
+                self._fence()
         finally:
             self._end_all()
 
@@ -307,6 +319,9 @@ class _Keeper:
             else:  # it ended already: only what it left could remain
                 self._signal_run(None, run, signal.SIGKILL)
             self._say({"id": number, "stopping": pid})
+        elif request.get("op") == "lease":
+            self.lease = float(request["until"])
+            self._say({"id": number, "lease": self.lease})
 
     def _signal_run(self, pid: int | None, run: str, sig: int) -> None:
         """`sig` to the run's group (led by `pid`, ours and not reaped yet) and every process of the run below."""
@@ -324,6 +339,14 @@ class _Keeper:
             if now >= deadline and pid in self.runs:
                 self._signal_run(pid, self.runs[pid][0], signal.SIGKILL)
                 del self.stopping[pid]
+
+    def _fence(self) -> None:
+        """The node's lease ran out unextended: it may be frozen, its tasks about to be given to other nodes."""
+        if self.runs and time.monotonic() >= self.lease:
+            for pid, (run, _, _) in list(self.runs.items()):
+                if pid not in self.fenced:
+                    self._signal_run(pid, run, signal.SIGKILL)
+                    self.fenced.add(pid)
 
     def _reap(self) -> None:
         for pid, (_, proc, _) in list(self.runs.items()):
@@ -343,6 +366,7 @@ class _Keeper:
     def _ended(self, pid: int, code: int) -> None:
         run, _, ticket = self.runs.pop(pid)
         self.stopping.pop(pid, None)
+        self.fenced.discard(pid)
         self._signal_run(None, run, signal.SIGKILL)  # what of the run is left goes with it
         self._say({"ticket": ticket, "pid": pid, "exit": code})
 

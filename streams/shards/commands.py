@@ -11,7 +11,8 @@ however it ends, and a node started again with the same id and state directory f
 incarnation left, then registers. A run the node stops (a plan takes the task away, its ZooKeeper session is
 suspended or lost, its lease runs out, the node stops) gets SIGTERM, and SIGKILL after `term_grace` seconds or
 when the node's lease runs out, whichever comes first (a lease ends before the session can expire on the
-server); the node acknowledges a new epoch only once they are gone.
+server); the node acknowledges a new epoch only once they are gone. The guardian holds the lease too: a node
+frozen past it (SIGSTOP, a stalled machine) has its runs SIGKILLed by the guardian when it runs out.
 """
 
 from __future__ import annotations
@@ -73,6 +74,14 @@ class CommandRuns:
                         trace: TracebackType | None) -> None:
         if self.guardian is not None:
             await self.guardian.close()
+
+    async def lease(self, until: float) -> None:
+        """The node's lease, extended: the guardian SIGKILLs every run when it runs out (a frozen node)."""
+        if self.guardian is not None:
+            try:
+                await self.guardian.lease(until)
+            except guardian.GuardianError as e:
+                log.warning("%s: the guardian did not take the lease: %s", self.node, e)
 
     def grace(self, execution: Execution) -> float:
         """SIGTERM's grace for a run the node stops: `term_grace`, but never past the node's lease, so that a node

@@ -163,6 +163,7 @@ class ShardNode:
                 self.incarnation, self.session_id, started = found
                 self.gate.incarnation, self.gate.registered = self.incarnation, True
                 self.gate.lease_until = started + self.lease
+                await self._leased()
                 log.info("%s registered in job set %s (incarnation %d)", self.node, self.job_set, self.incarnation)
                 if self.gate.plan is not None:
                     await self._on_plan(self.gate.plan)
@@ -210,12 +211,20 @@ class ShardNode:
                 continue
             if stat is not None and stat.ephemeralOwner == self.session_id:
                 self.gate.lease_until = max(self.gate.lease_until, started + self.lease)
+                await self._leased()
                 self._ack_again()
             elif self.gate.registered:
                 log.warning("%s: its live node is gone while connected: stopping and registering again", self.node)
                 self.gate.registered, self.gate.acked, self.gate.mine = False, 0, ()
                 await self._stop(list(self.runs), "deregistered")
                 self._register_soon()
+
+    async def _leased(self) -> None:
+        """Runs kept by a process of their own (`CommandRuns`) hear of each lease: should this process freeze, that
+        one ends them when the lease runs out, before the session can expire and their tasks move."""
+        tell = getattr(self.run, "lease", None)
+        if callable(tell):
+            await tell(self.gate.lease_until)
 
     def _watch_pause(self) -> None:  # on a thread: the recipe reads ZooKeeper when made
         def paused(data: bytes | None, stat: Any) -> None:  # kazoo's thread
@@ -351,8 +360,8 @@ class ShardNode:
             log.warning("%s: task %d failed: %r", self.node, task, e)
             outcome, status = "failed", getattr(e, "status", None)
         end, held = time.time(), self._lease_wall()
-        if held < end and outcome == "done":
-            outcome = "fenced"  # it finished, but after its lease: what it did then is not to be trusted
+        if held < end and outcome in ("done", "failed"):
+            outcome = "fenced"  # it ended after its lease (or was ended by it): what it did then is not to be trusted
         self.run_log.write({"event": "end", "node": self.node, "run": number, "task": task, "epoch": epoch,
                             "at": end, "held_until": min(end, held), "outcome": outcome,
                             **({} if status is None else {"status": status})})

@@ -77,7 +77,7 @@ def test_three_broker_kraft_cluster_replicates(tmp_path: Path) -> None:
         asyncio.run(_create_replicated_topic(topology.bootstrap))
     finally:
         cluster.down()
-    assert not any(_listening(p) for p in topology.ports())
+    assert not any(_listening(p) for _, p in topology.endpoints())
 
 
 async def _create_replicated_topic(bootstrap: str) -> None:

@@ -39,11 +39,13 @@ def running(state: Path) -> dict[str, dict[int, set[int]]]:
 
 
 class Watch(threading.Thread):
-    """Samples /proc every 50 ms: every moment a task had live processes on two nodes."""
+    """Samples /proc every 50 ms: every moment a task had live processes on two nodes, and which nodes ran each
+    task's processes since `since` was last reset."""
 
     def __init__(self, state: Path) -> None:
         super().__init__(daemon=True)
         self.state, self.twice, self.samples = state, [], 0
+        self.owners: dict[int, set[str]] = {}
         self.done = threading.Event()
 
     def run(self) -> None:
@@ -54,20 +56,27 @@ class Watch(threading.Thread):
             for node, runs in seen.items():
                 for task in runs:
                     tasks.setdefault(task, []).append(node)
+                    self.owners.setdefault(task, set()).add(node)
             self.twice += [(time.time(), task, nodes) for task, nodes in tasks.items() if len(nodes) > 1]
 
 
 class CommandJobSet(JobSet):
     tasks = TASKS
 
+    command = COMMAND
+
     def start(self, node: str) -> None:
         service = Service(self.env, self.tmp / f"{node}.log", "shard-node", "--job-set", "js", "--id", node,
                           "--address", self.address(node), "--run-log", str(self.tmp / f"runs-{node}.jsonl"),
-                          "--period", "1", "--command", COMMAND, "--state-dir", str(self.tmp / "state"),
+                          "--period", "1", "--command", self.command, "--state-dir", str(self.tmp / "state"),
                           "--term-grace", "1", "--grace", "1", "--snapshot-interval", "3", "--session-timeout", "4",
-                          "--zookeeper", self.zookeeper, "--shard-root", self.root)
+                          "--zookeeper", self.zookeeper, "--shard-root", self.root, wrap=self.wrap(node))
         service.start()
         self.nodes[node] = service
+
+    def wrap(self, node: str) -> list[str]:
+        """What runs the node's process (`Namespace.wrap` where the node has a network of its own)."""
+        return []
 
 
 @pytest.fixture
