@@ -83,6 +83,10 @@ class Expiry:
 
         assert job_set.zk.exists(f"{job_set.root}/js/live/{node}", watch=gone) is not None
 
+    def after(self, since: float) -> float:
+        assert self.at is not None
+        return self.at - since
+
 
 def test_partitions_freezes_and_kills_leave_no_orphan_and_never_a_task_on_two_nodes(
         job_set: PartitionedJobSet, tmp_path: Path) -> None:
@@ -131,7 +135,8 @@ def test_partitions_freezes_and_kills_leave_no_orphan_and_never_a_task_on_two_no
               timeout=2 * SESSION, every=0.01)
         figures["partition_to_stopped"] = time.monotonic() - cut
         assert expiry.seen.wait(3 * SESSION), "the cut-off node's session expired on the server"
-        assert expiry.at is not None and expiry.at - cut > figures["partition_to_stopped"], (expiry.at - cut, figures)
+        figures["partition_to_expiry"] = expiry.after(cut)
+        assert figures["partition_to_expiry"] > figures["partition_to_stopped"], figures
         figures["partition_to_elsewhere"] = runs_elsewhere(victim, theirs, cut)
         time.sleep(2)
         job_set.spaces[victim].heal()
@@ -150,8 +155,8 @@ def test_partitions_freezes_and_kills_leave_no_orphan_and_never_a_task_on_two_no
                   timeout=2 * SESSION, every=0.01)
             figures["freeze_to_stopped"] = time.monotonic() - frozen
             assert expiry.seen.wait(3 * SESSION)
-            assert expiry.at is not None and expiry.at - frozen > figures["freeze_to_stopped"], (expiry.at - frozen,
-                                                                                                 figures)
+            figures["freeze_to_expiry"] = expiry.after(frozen)
+            assert figures["freeze_to_expiry"] > figures["freeze_to_stopped"], figures
             runs_elsewhere(victim, theirs, frozen)
         finally:
             os.kill(pid, signal.SIGCONT)
