@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install whatever is missing for tribunal on a fresh machine, and nothing that is already there:
 #   system: Python >= 3.11 with venv, a JDK 17, Maven (from Debian packages when absent), and
-#           for the tests (TRIBUNAL_TEST_DEPS=1, as `make test` sets it) Chromium;
+#           for the tests (TRIBUNAL_TEST_DEPS=1, as `make test` sets it) Chromium, kcat and iproute2;
 #   .venv/: tribunal and its test extras (re-installed only when pyproject.toml changes);
 #   infra/lib/: the Kafka and ZooKeeper jars from Maven Central (resolved once per pom.xml).
 set -euo pipefail
@@ -26,10 +26,12 @@ command -v java >/dev/null || apt_install openjdk-17-jre-headless
 command -v mvn >/dev/null || apt_install maven
 if [ "${TRIBUNAL_TEST_DEPS:-0}" = 1 ]; then
   # the audit report's test renders the page in a real headless browser; kcat (librdkafka) is
-  # the third-party producer the routing tests publish with (CRC32 keys, keyless records)
+  # the third-party producer the routing tests publish with (CRC32 keys, keyless records); iproute2's
+  # ip makes the network namespaces and veth links of the partition tests (tests/netns.py)
   missing=()
   command -v chromium >/dev/null || missing+=(chromium)
   command -v kcat >/dev/null || missing+=(kcat)
+  command -v ip >/dev/null || missing+=(iproute2)
   [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
 fi
 

@@ -11,8 +11,9 @@ status later. What holds, and why:
   process below it, reaps them, and exits, within milliseconds. Its own `PR_SET_PDEATHSIG` (SIGTERM) says the
   same should the pipe be held open elsewhere.
 * Each task's own process has `PR_SET_PDEATHSIG` SIGKILL: should the guardian itself be SIGKILLed, the task's
-  process dies with it (what that process spawned is then re-parented to init: a node restarted with the same
-  state directory finds it by its environment and ends it, `sweep`).
+  process dies with it, and its runs fail; what that process spawned is re-parented to init, and the node finds
+  it by its environment and ends it (`sweep`) as it starts another guardian, at once; a node started again with
+  the same state directory does the same before it registers.
 * Every process of a run carries `TRIBUNAL_RUN` and `TRIBUNAL_GUARDIAN` in its environment, so that a run is
   stopped whole (its process group, and whatever of it left the group) and a leftover is known for what it is.
 * A node that holds its tasks on a lease (a shard node: its last answer from ZooKeeper, plus a share of the
@@ -92,8 +93,12 @@ class Guardian:
 
     A run is known by the ticket its start request had, never by its pid (a pid comes round again)."""
 
-    def __init__(self, mark: str) -> None:
+    def __init__(self, mark: str, who: str = "") -> None:
         self.mark = mark  # in every run's environment (`TRIBUNAL_GUARDIAN`): whose runs these are
+        self.who = who or mark  # the node or executor it serves, as its log lines name it
+        self.closing = False
+        self.restarting: asyncio.Task[None] | None = None
+        self.leased: float | None = None  # the node's lease, as last told
         self.process: asyncio.subprocess.Process | None = None
         self.replies: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self.exits: dict[int, asyncio.Future[int]] = {}  # a run's ticket -> its exit status
@@ -130,10 +135,32 @@ class Guardian:
         finally:
             ended = GuardianError("the guardian process ended")
             waiting: list[asyncio.Future[Any]] = [*self.replies.values(), *self.exits.values()]
+            self.replies.clear()
             for left in waiting:
                 if not left.done():
                     left.set_exception(ended)
                     left.exception()  # retrieved: only an awaiting caller hears of it
+            if not self.closing:  # it ended on its own (killed alone): what its runs left is ended, another started
+                self.restarting = asyncio.ensure_future(self._restart())
+
+    @property
+    def running(self) -> bool:
+        return self.reader is not None and not self.reader.done()
+
+    async def _restart(self) -> None:
+        log.warning("%s: the guardian process ended on its own: its runs failed; ending what they left and starting "
+                    "another", self.who)
+        if left := await asyncio.to_thread(sweep, self.mark):
+            log.warning("%s: ended %d process(es) the guardian's runs left: %s", self.who, len(left), left)
+        if not self.closing:
+            await self.start()
+            if self.leased is not None:
+                await self._ask({"op": "lease", "until": self.leased})
+
+    async def ready(self) -> None:
+        """Until a guardian runs (one that ended on its own is being started again)."""
+        if not self.running and self.restarting is not None:
+            await asyncio.shield(self.restarting)
 
     async def _ask(self, request: dict[str, Any]) -> dict[str, Any]:
         assert self.process is not None and self.process.stdin is not None
@@ -149,6 +176,7 @@ class Guardian:
 
     async def run(self, argv: Sequence[str], env: Mapping[str, str], output: Path, run: str) -> Proc:
         """Start `argv` as run `run` (its processes carry `TRIBUNAL_RUN=run`), its output appended to `output`."""
+        await self.ready()
         env = {**env, RUN: run, GUARDIAN: self.mark, KEEPER: self.keeper}
         asking = asyncio.ensure_future(self._ask({"op": "run", "argv": list(argv), "env": env,
                                                    "output": str(output)}))
@@ -188,10 +216,15 @@ class Guardian:
     async def lease(self, until: float) -> None:
         """Every run is SIGKILLed at `until` (`time.monotonic()`, the machine's monotonic clock) unless a later
         lease comes first."""
+        self.leased = until
+        await self.ready()
         await self._ask({"op": "lease", "until": until})
 
     async def close(self) -> None:
         """End every run and the guardian (what the node's death does, done on purpose)."""
+        self.closing = True
+        if self.restarting is not None:
+            await asyncio.gather(self.restarting, return_exceptions=True)
         if self.process is None:
             return
         if self.process.stdin is not None:
@@ -213,7 +246,7 @@ async def opened(mark: str, who: str) -> Guardian:
         log.info("%s: %s", who, protection)
     if left := await asyncio.to_thread(sweep, mark):
         log.warning("%s: ended %d process(es) an earlier incarnation left running: %s", who, len(left), left)
-    guardian = Guardian(mark)
+    guardian = Guardian(mark, who)
     await guardian.start()
     return guardian
 

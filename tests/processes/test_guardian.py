@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -64,22 +65,40 @@ def test_every_process_of_a_nodes_runs_ends_within_a_second_of_the_node_however_
     child.wait()
 
 
-def test_a_guardian_killed_itself_takes_its_runs_own_processes_and_a_restart_sweeps_what_they_left(
+def test_a_guardian_killed_alone_takes_its_runs_own_processes_ends_what_they_left_and_is_started_again(
         tmp_path: Path) -> None:
     mark = f"test-{uuid.uuid4().hex}"
-    child, started = node(mark, tmp_path)
-    try:
-        os.kill(int(started["guardian"]), signal.SIGKILL)  # type: ignore[call-overload]
-        runs = started["runs"]
-        assert isinstance(runs, list)
-        until(lambda: not set(runs) & set(marked(mark)), "each run's own process gone with the guardian", timeout=5)
-        left = marked(mark)
-        assert left  # the runs' children, now init's: what a node started again must end
-        assert sorted(sweep(mark)) == sorted(left)
-        until(lambda: not marked(mark), lambda: f"swept: {marked(mark)}", timeout=5)
-    finally:
-        child.kill()
-        child.wait()
+
+    async def gone(what: str, done: Callable[[], bool]) -> None:
+        for _ in range(500):
+            if done():
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError(f"not within 5 s: {what}")
+
+    async def scenario() -> None:
+        guardian = Guardian(mark, "test")
+        await guardian.start()
+        try:
+            assert guardian.process is not None
+            first = guardian.process.pid
+            runs = [await guardian.run(["sh", "-c", command], dict(os.environ), tmp_path / f"{i}.log", f"run{i}")
+                    for i, command in enumerate(FAMILY)]
+            await gone("the family running", lambda: len(marked(mark)) >= 7)
+            await guardian.lease(time.monotonic() + 3600)
+            os.kill(first, signal.SIGKILL)
+            for run in runs:
+                with pytest.raises(GuardianError):
+                    await guardian.wait(run)  # each run failed with its guardian
+            await gone("what the runs left ended, and another guardian running",
+                       lambda: not marked(mark) and guardian.running and guardian.process.pid != first)
+            again = await guardian.run(["sh", "-c", "exit 5"], dict(os.environ), tmp_path / "again.log", "again")
+            assert await guardian.wait(again) == 5
+        finally:
+            await guardian.close()
+
+    asyncio.run(scenario())
+    assert not marked(mark)
 
 
 def test_a_run_stopped_goes_whole_its_escaped_grandchild_too_and_its_status_is_reported(tmp_path: Path) -> None:
@@ -140,3 +159,33 @@ def test_the_guardian_survives_what_a_caller_or_a_command_gets_wrong_and_a_finis
 
     asyncio.run(scenario())
     assert not marked(mark)
+
+
+def test_runs_end_when_the_lease_runs_out_unextended_and_not_while_it_is_extended(tmp_path: Path) -> None:
+    """What stops a frozen node's runs: the guardian holds the node's lease and SIGKILLs every run, whole, when it
+    runs out; a lease extended in time leaves them running."""
+    mark = f"test-{uuid.uuid4().hex}"
+
+    async def scenario() -> tuple[float, list[int]]:
+        guardian = Guardian(mark, "test")
+        await guardian.start()
+        try:
+            runs = [await guardian.run(["sh", "-c", command], dict(os.environ), tmp_path / f"{i}.log", f"run{i}")
+                    for i, command in enumerate(FAMILY)]
+            for _ in range(5):  # extended every 0.2 s, a lease of 0.5 s holds
+                await guardian.lease(time.monotonic() + 0.5)
+                await asyncio.sleep(0.2)
+            assert len(marked(mark)) >= 7
+            lapsed = time.monotonic() + 0.3
+            await guardian.lease(lapsed)
+            codes = [await guardian.wait(run) for run in runs]
+            late = time.monotonic() - lapsed
+            await asyncio.sleep(0.05)
+            assert marked(mark) == []  # what the runs spawned went too (the setsid grandchild, the TERM-deaf)
+            return late, codes
+        finally:
+            await guardian.close()
+
+    late, codes = asyncio.run(scenario())
+    assert codes == [-signal.SIGKILL] * len(FAMILY), codes
+    assert 0 <= late < 1.0, late
