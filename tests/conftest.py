@@ -72,10 +72,10 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     if os.environ.get("TRIBUNAL_TEST_BACKEND") == "testcontainers":
         yield from _containers()
         return
-    yield from _local(tmp_path_factory.mktemp("stack"))
+    yield from local_stack(tmp_path_factory.mktemp("stack"))
 
 
-def _local(home: Path, host: str = "127.0.0.1") -> Iterator[Stack]:
+def local_stack(home: Path, host: str = "127.0.0.1") -> Iterator[Stack]:
     """A stack of the installed jars on free ports, listening on `host`, down at the end."""
     from streams.infra import Cluster, Topology
 
@@ -107,7 +107,7 @@ def network() -> Iterator[Network]:
 def net_stack(network: Network, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     """A second stack, on the bridge's address: what processes in the network's namespaces reach, and lose when
     their link is cut (always the installed jars: the servers must listen where the namespaces are)."""
-    yield from _local(tmp_path_factory.mktemp("net-stack"), network.host)
+    yield from local_stack(tmp_path_factory.mktemp("net-stack"), network.host)
 
 
 def _containers() -> Iterator[Stack]:
