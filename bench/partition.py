@@ -28,11 +28,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the tests' harness
 
-from tests import netns  # noqa: E402
-from tests.conftest import env_of, local_stack  # noqa: E402
-from tests.helpers import Worker, tribunal, until  # noqa: E402
-from tests.shards.test_commands_live import NODES, TASKS, running  # noqa: E402
-from tests.shards.test_partitions_live import SESSION, Expiry, PartitionedJobSet  # noqa: E402
+from tests import netns
+from tests.conftest import env_of, local_stack
+from tests.helpers import Worker, tribunal, until
+from tests.shards.test_commands_live import NODES, TASKS, running
+from tests.shards.test_partitions_live import SESSION, Expiry, PartitionedJobSet
 
 
 def round_of(job_set: PartitionedJobSet, state: Path, freeze: bool) -> dict[str, float]:

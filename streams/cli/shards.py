@@ -1,5 +1,6 @@
-"""Shard plans: `tribunal shard-node` (a node running a command per task run, or a demonstration sleep) and
-`tribunal shard-tasks` (a job set's task count)."""
+"""Shard plans: `tribunal shard-node` (a node running a command per task run, or a demonstration sleep),
+`tribunal shard-tasks` (a job set's task count), and `tribunal task-processes` (what runs of a state directory's
+nodes and executors live now, orphans among them)."""
 
 from __future__ import annotations
 
@@ -76,3 +77,23 @@ def shard_tasks(job_set: JobSet, tasks: Annotated[int, typer.Argument(min=0, hel
     meta = produce(settings, topic, job_set.encode(), json.dumps(record.model_dump(exclude_none=True)).encode())
     typer.echo(f"sent to {topic}[{meta[0]}]@{meta[1]}: {job_set} has {tasks} tasks"
                + (f" ({strategy})" if strategy else ""))
+
+
+@cli.command("task-processes")
+def task_processes(state_dir: Annotated[Path, typer.Option(help=(
+                       "The state directory of the nodes (`shard-node --state-dir`) or executors whose task "
+                       "processes to list"))] = Path(".tribunal-shards"),
+                   orphans: Annotated[bool, typer.Option("--orphans", help=(
+                       "Only processes whose node (its guardian) is gone; exit 1 if there are any"))] = False) -> None:
+    """List the live processes of task runs and jobs started from a state directory, read from /proc: whose node
+    or executor, which run, and whether their guardian still runs (if not: an orphan, which a node started again
+    with that state directory ends)."""
+    from streams.processes.guardian import found
+
+    root = state_dir.resolve()
+    rows = [f for f in found(str(root)) if not (orphans and f.guarded)]
+    for f in sorted(rows, key=lambda f: (f.mark, f.run, f.pid)):
+        whose = f.mark[len(str(root)) + 1:] or "."
+        typer.echo(f"{whose:<24} {f.run:<20} {f.pid:>8} {'guarded' if f.guarded else 'ORPHAN':<8} {f.command}")
+    if orphans and rows:
+        raise typer.Exit(1)

@@ -41,6 +41,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -251,18 +252,46 @@ async def opened(mark: str, who: str) -> Guardian:
     return guardian
 
 
-def sweep(mark: str) -> list[int]:
-    """SIGKILL every process whose environment says it is a run of guardian `mark` and whose guardian is gone (an
-    earlier incarnation's leftovers; a live guardian's runs, a second process with the same mark, are left
-    alone); the pids killed. The environment, not a pid file, so a reused pid is never taken for one."""
-    killed = []
+@dataclass(frozen=True)
+class Found:
+    """A live process of a run, as its environment tells: whose guardian (`mark`), which run, and whether that
+    guardian still runs (if not, it is an orphan: what `sweep` ends)."""
+
+    pid: int
+    mark: str
+    run: str
+    guarded: bool
+    command: str
+    process: psutil.Process = field(repr=False, compare=False)  # signalled as itself: psutil checks its start
+
+
+def found(under: str) -> list[Found]:
+    """Every live process of a run of a guardian whose mark is `under` or a path below it (a state directory holds
+    every node's and executor's marks), read from /proc: by environment, so a reused pid is never taken for one."""
+    out = []
     for process in psutil.process_iter():
         with contextlib.suppress(psutil.Error):
             env = process.environ()
-            if process.pid == os.getpid() or env.get(GUARDIAN) != mark or _alive(env.get(KEEPER, "")):
+            mark = env.get(GUARDIAN)
+            if mark is None or process.pid == os.getpid() or not (mark == under or mark.startswith(under + "/")):
                 continue
-            process.kill()
-            killed.append(process.pid)
+            if process.status() == psutil.STATUS_ZOMBIE:
+                continue
+            out.append(Found(process.pid, mark, env.get(RUN, ""), _alive(env.get(KEEPER, "")),
+                             " ".join(process.cmdline()), process))
+    return out
+
+
+def sweep(mark: str) -> list[int]:
+    """SIGKILL every process whose environment says it is a run of guardian `mark` and whose guardian is gone (an
+    earlier incarnation's leftovers; a live guardian's runs, a second process with the same mark, are left
+    alone); the pids killed."""
+    killed = []
+    for process in found(mark):
+        if process.mark == mark and not process.guarded:
+            with contextlib.suppress(psutil.Error):
+                process.process.kill()
+                killed.append(process.pid)
     return killed
 
 
