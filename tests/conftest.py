@@ -170,10 +170,11 @@ def worker_env(kafka: str, unique: str, tmp_path: Path) -> dict[str, str]:
 
 
 def env_of(bootstrap: str, unique: str, tmp_path: Path) -> dict[str, str]:
-    """A worker's (and its clients') environment on the broker at `bootstrap`, named after the test."""
+    """A worker's (and its clients') environment on the broker at `bootstrap`, named after the test; its data
+    directory's parent does not exist yet, as on a fresh checkout."""
     [web_port] = free_ports(1)
     return {**os.environ, "KAFKA_BOOTSTRAP": bootstrap, "TRIBUNAL_TOPIC_PREFIX": f"{unique}.",
-            "TRIBUNAL_APP_ID": unique, "TRIBUNAL_DATA_DIR": str(tmp_path / "worker"),
+            "TRIBUNAL_APP_ID": unique, "TRIBUNAL_DATA_DIR": str(tmp_path / "home" / "worker"),
             "TRIBUNAL_WEB_PORT": str(web_port), "TRIBUNAL_PARTITIONS": "4"}
 
 
