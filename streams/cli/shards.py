@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -85,15 +85,19 @@ def task_processes(state_dir: Annotated[Path, typer.Option(help=(
                        "processes to list"))] = Path(".tribunal-shards"),
                    orphans: Annotated[bool, typer.Option("--orphans", help=(
                        "Only processes whose node (its guardian) is gone; exit 1 if there are any"))] = False) -> None:
-    """List the live processes of task runs and jobs started from a state directory, read from /proc: whose node
-    or executor, which run, and whether their guardian still runs (if not: an orphan, which a node started again
-    with that state directory ends)."""
+    """List the live processes of task runs and jobs started from a state directory, read from /proc, a line a run:
+    whose node or executor, which run (node/task/epoch/number; an executor's: job/attempt), whether its guardian
+    still runs (if not: orphans, which a node started again with that state directory ends), its pids and the
+    first one's command."""
     from streams.processes.guardian import found
 
     root = state_dir.resolve()
-    rows = [f for f in found(str(root)) if not (orphans and f.guarded)]
-    for f in sorted(rows, key=lambda f: (f.mark, f.run, f.pid)):
-        whose = f.mark[len(str(root)) + 1:] or "."
-        typer.echo(f"{whose:<24} {f.run:<20} {f.pid:>8} {'guarded' if f.guarded else 'ORPHAN':<8} {f.command}")
-    if orphans and rows:
+    runs: dict[tuple[str, str, bool], list[Any]] = {}
+    for f in sorted(found(str(root)), key=lambda f: f.pid):
+        if not (orphans and f.guarded):
+            runs.setdefault((f.mark[len(str(root)) + 1:] or ".", f.run, f.guarded), []).append(f)
+    for (whose, run, guarded), processes in sorted(runs.items()):
+        pids = ",".join(str(p.pid) for p in processes)
+        typer.echo(f"{whose:<16} {run:<14} {'guarded' if guarded else 'ORPHAN':<8} {pids:<20} {processes[0].command}")
+    if orphans and runs:
         raise typer.Exit(1)

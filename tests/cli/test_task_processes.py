@@ -26,8 +26,10 @@ def test_orphans_are_listed_while_nobody_ends_them_and_none_once_the_node_did(tm
         guardian = int(json.loads(node.stdout.readline())["guardian"])
         until(lambda: len(marked(mark)) >= 7, "the family running", timeout=10)
         listed = tribunal("task-processes", "--state-dir", str(tmp_path))
-        lines = listed.stdout.splitlines()
-        assert len(lines) >= 7 and all(line.startswith("js/n1 ") and " guarded " in line for line in lines), lines
+        lines = [line.split(maxsplit=4) for line in listed.stdout.splitlines()]  # a line a run
+        assert [(whose, run, state) for whose, run, state, _, _ in lines] == [
+            ("js/n1", f"run{i}", "guarded") for i in range(len(FAMILY))], lines
+        assert sorted(int(pid) for *_, pids, _ in lines for pid in pids.split(",")) == sorted(marked(mark))
         assert tribunal("task-processes", "--state-dir", str(tmp_path), "--orphans").stdout == ""
 
         os.kill(node.pid, signal.SIGSTOP)
