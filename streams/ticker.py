@@ -65,10 +65,7 @@ class Ticker:
     # -- leadership (a thread of asyncio's pool) ---------------------------------------------------------------
     def _lead(self) -> None:
         log.info("elected: ticking every %.0f ms", self.interval * 1000)
-        self.leading.set()
-        while self.candidacy.holding():
-            self.stopping.wait(0.2)
-        self.leading.clear()
+        self.candidacy.follow(self.leading, "ticking")
         log.info("no longer ticking")
 
     # -- the loops (asyncio) -----------------------------------------------------------------------

@@ -125,6 +125,8 @@ class Actuator:
                 await self._record(pass_._replace(applied=wrong), seeing, dry_run=True)
             return self.interval
         self.metrics.lag.labels(self.pool).set(max(0.0, time.time() - desired.at / 1000) if desired.at else 0.0)
+        if not self.leading.is_set():  # it may no longer act (its ZooKeeper session suspended while it observed)
+            return self.interval
         failed, retry_after = await self._apply(Change(self.pool, desired.seq, wrong, desired.instances))
         done = {app: n for app, n in wrong.items() if app not in failed}
         self.applied.update(done)
@@ -262,12 +264,9 @@ class Actuator:
 
     def _lead(self) -> None:
         log.info("elected: actuating pool %s through the %s target", self.pool, self.target.name)
-        self.leading.set()
         self.metrics.leading.labels(self.pool).set(1)
-        self.loop.call_soon_threadsafe(self.client.changed.set)  # reconcile at once
-        while self.candidacy.holding():
-            self.stopping.wait(0.2)
-        self.leading.clear()
+        self.candidacy.follow(self.leading, f"actuating pool {self.pool}",  # a pass at once each time it may act
+                              lambda: self.loop.call_soon_threadsafe(self.client.changed.set))
         self.metrics.leading.labels(self.pool).set(0)
         log.info("no longer actuating pool %s", self.pool)
 

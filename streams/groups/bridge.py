@@ -259,7 +259,7 @@ class Bridge:
                 if self.reconnected.wait(self.snapshot_interval):
                     self.reconnected.clear()
                     log.info("reconnected to ZooKeeper: publishing snapshots")
-                if self.candidacy.holding():
+                if self.candidacy.acting():  # not while suspended: what it would read is not to be had
                     self.publish_snapshots(zk)
         finally:
             LEADING.set(0)

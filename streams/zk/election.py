@@ -40,13 +40,24 @@ def identifier() -> str:
 
 
 class Candidacy:
-    """Standing in one election until `stop()`. `lead` steps down when `holding()` turns false: on
-    `stop()`, or when the session is LOST (`on_state`, the session's listener), since another
-    process may be elected then."""
+    """Standing in one election until `stop()`. The elected process keeps its leadership while `holding()`: until
+    `stop()`, or until its session is LOST (another process may be elected then). It *acts* only while `acting()`:
+    holding, and its session connected.
+
+    Why both: a partition suspends the session, it does not end it; kazoo says LOST only once it reaches a server
+    again, and until then the process would go on acting while the server expires its session and elects another
+    (two leaders). Kazoo suspends the session when no answer came for two thirds of the session timeout (its read
+    timeout); the server expires it no sooner than a whole session timeout after it last heard from the client. So
+    the elected process stops acting at most two thirds of the session timeout after its last answer, before
+    another can be elected; reconnected within the session it is still elected (its election node is the
+    session's) and acts again, on what it reads then."""
 
     def __init__(self) -> None:
         self.stopping = threading.Event()
         self.session_lost = threading.Event()
+        self.connected = threading.Event()
+        self.connected.set()
+        self.changed = threading.Event()  # any of the above changed: wakes `follow`
         self.election: Any = None
 
     def on_state(self, state: str) -> None:
@@ -54,10 +65,43 @@ class Candidacy:
 
         if state == KazooState.LOST:
             self.session_lost.set()
+            self.connected.clear()
+        elif state == KazooState.SUSPENDED:
+            self.connected.clear()
+        else:
+            self.connected.set()
+        self.changed.set()
 
     def holding(self) -> bool:
         """Whether the leadership `lead` was given still holds."""
         return not self.stopping.is_set() and not self.session_lost.is_set()
+
+    def acting(self) -> bool:
+        """Whether the leader may act now: it holds the leadership and its session is connected."""
+        return self.holding() and self.connected.is_set()
+
+    def follow(self, acting: threading.Event, what: str, resumed: Callable[[], object] | None = None) -> None:
+        """For a `lead`: keep `acting` set exactly while this candidacy acts (`resumed` called each time it is set);
+        return when it no longer holds."""
+        first = True
+        while self.holding():
+            self.changed.clear()
+            now = self.acting()
+            if now != acting.is_set():
+                if now:
+                    if first:
+                        first = False
+                    else:
+                        log.info("ZooKeeper connection back within the session: %s again", what)
+                    acting.set()
+                    if resumed is not None:
+                        resumed()
+                else:
+                    log.warning("ZooKeeper connection suspended: not %s until it is back (the session may be "
+                                "expiring)", what)
+                    acting.clear()
+            self.changed.wait(0.2)
+        acting.clear()
 
     async def stand(self, zk: Any, path: str, lead: Callable[[], None]) -> None:
         """Stand in `path`'s election until stopped; `lead()` runs whenever this process is elected and
@@ -82,5 +126,6 @@ class Candidacy:
 
     def stop(self) -> None:
         self.stopping.set()
+        self.changed.set()
         if self.election is not None:
             self.election.cancel()
