@@ -197,7 +197,11 @@ def test_dropping_stale_deadlines_changes_no_output(steps: list[tuple[str, Any]]
 
 @given(scripts())
 def test_no_startable_job_waits_while_a_later_one_of_a_worker_with_room_starts(steps: list[tuple[str, Any]]) -> None:
-    for s, outputs in folded(steps):
+    """Each command preceded by a Tick at its time: a command first starts what came due, under the caps in force
+    until then (a job it assigns itself may see one due earlier start first), and the property below holds for
+    what the command itself starts; `test_a_command_stamped_t_decides_as_a_tick_stamped_t_followed_by_it` holds
+    the two the same."""
+    for s, outputs in folded(steps, ticked=True):
         state = s.state
         started = [o for o in outputs if o["type"] == "JobStarted"]
         if not started:
