@@ -11,6 +11,13 @@ The limits come from the log, not from this process's watches; the client only a
 for what ZooKeeper is for: its own liveness, the lock, and the offline list. When its session is
 lost its owner nodes are gone, so it stops every job at once (another scheduler may already hold
 them) and registers again.
+
+A partition does not end the session, it suspends it, and kazoo says LOST only once it reaches a
+server again: meanwhile the server expires the session and another scheduler takes the jobs. So
+the jobs are stopped when the session is *suspended* (kazoo says so when no answer came for two
+thirds of the session timeout; the server expires it no sooner than the whole timeout after it
+last heard from the client), and nothing is taken until it is connected again. Back within the
+session, the owner nodes are still this scheduler's, and its jobs start again.
 """
 
 from __future__ import annotations
@@ -61,6 +68,8 @@ class SchedulerClient:
     offline: bool = False
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
     _session_lost: threading.Event = field(default_factory=threading.Event)
+    _connected: threading.Event = field(default_factory=threading.Event)
+    paused: bool = False  # its jobs stopped while its session is suspended (their owner nodes still its own)
     _last_release: float = 0.0
     _alerts: list[bytes] = field(default_factory=list)  # produced by `run` after each pass
 
@@ -84,6 +93,14 @@ class SchedulerClient:
 
         if state == KazooState.LOST:
             self._session_lost.set()
+            self._connected.clear()
+        elif state == KazooState.SUSPENDED:
+            self._connected.clear()
+        else:
+            self._connected.set()
+        loop = getattr(self, "loop", None)
+        if loop is not None:
+            loop.call_soon_threadsafe(self._wake.set)
 
     def _watch_offline(self) -> None:
         path = self.layout.node(self.group, "offline", self.scheduler)
@@ -114,7 +131,8 @@ class SchedulerClient:
         if job not in self.held:
             return
         self.held.discard(job)
-        self.on_stop(job)
+        if not self.paused:  # a paused job was stopped already
+            self.on_stop(job)
         with contextlib.suppress(NoNodeError):
             self.zk.delete(self.layout.node(self.group, "owners", job))
 
@@ -140,11 +158,28 @@ class SchedulerClient:
         if self._session_lost.is_set():
             for job in sorted(self.held):
                 self.held.discard(job)
-                self.on_stop(job)
+                if not self.paused:
+                    self.on_stop(job)
+            self.paused = False
             log.warning("%s lost its ZooKeeper session: stopped all jobs; registering again", self.scheduler)
             self._register()
             self._session_lost.clear()
             return
+        if not self._connected.is_set():
+            if self.held and not self.paused:
+                for job in sorted(self.held):
+                    self.on_stop(job)
+                log.warning("%s: ZooKeeper connection suspended: stopped its %d job(s) (their owner nodes may be "
+                            "expiring); taking none until it is back", self.scheduler, len(self.held))
+            self.paused = True
+            return
+        if self.paused:
+            self.paused = False
+            if self.held:
+                for job in sorted(self.held):
+                    self.on_start(job)
+                log.info("%s: ZooKeeper connection back within the session: its %d job(s) started again",
+                         self.scheduler, len(self.held))
         if self.offline:
             now = time.monotonic()
             if self.held and now - self._last_release >= self.drain_interval:
@@ -175,6 +210,7 @@ class SchedulerClient:
 
     async def run(self, stop: asyncio.Event) -> None:
         self.loop = asyncio.get_running_loop()
+        self._connected.set()
         async with session(self.settings.zookeeper_hosts, self.session_timeout, self._on_state) as self.zk:
             await self._serve(stop)
 

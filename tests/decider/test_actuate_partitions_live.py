@@ -57,7 +57,8 @@ def test_a_cut_off_elected_actuator_stops_applying_before_another_is_elected_and
         loop: Loop, network: Network, tmp_path: Path) -> None:
     pool, calls, state = "cut", tmp_path / "calls.log", tmp_path / "state"
     state.mkdir()
-    command = f"sh -c 'echo \"$(date +%s.%N) $PPID {{app}} {{instances}}\" >> {calls}; echo {{instances}} > {state}/{{app}}'"
+    command = (f"sh -c 'echo \"$(date +%s.%N) $PPID {{app}} {{instances}}\" >> {calls}; "
+               f"echo {{instances}} > {state}/{{app}}'")
     observe = f"sh -c 'cat {state}/{{app}} 2>/dev/null || echo 0'"
     space = network.namespace()
 
