@@ -99,6 +99,7 @@ def create_app(settings: Settings) -> faust.App:
     faust_private.fetch_while_streams_are_full()
     faust_private.commit_without_a_table()
     faust_private.recover_without_a_pause()
+    faust_private.assign_topics_missing_from_metadata()
     settings.data_dir.mkdir(parents=True, exist_ok=True)  # Faust makes only the last level (a fresh checkout has no
     # .tribunal/ until `infra up` runs, and a worker on a broker elsewhere never runs it)
     app = faust.App(

@@ -112,6 +112,16 @@ into Faust only through a function here, so a Faust upgrade means reading this o
   `_filter_tps_with_pending_acks`, and drops a revoked one's); and the loop is yielded to every
   `YIELD_EVERY` events, as Faust's own fetch loop does.
 
+* `assign_topics_missing_from_metadata`: the group's leader assigns partitions from its own consumer's metadata,
+  and Faust's assignor (`PartitionAssignor._get_copartitioned_groups`) skips, with a warning ("Ignoring missing
+  topic"), every subscribed topic that metadata does not list yet: seconds after the topics were made, or with a
+  broker down, the changelogs. Their inputs were then assigned without them: the worker folded against tables it
+  never recovered, dead-lettered every metric as `no_policy`, and committed pool states without a decider, which
+  every later owner recovered (the combined-fault day: 469 inputs of a partition never decided). Every topic a
+  worker subscribes to is one it made with the app's partition count before Faust started
+  (`streams.worker.run`), so a topic the leader has not seen yet counts as having that many
+  (`PartitionAssignor._perform_assignment`, given a view of the cluster that says so).
+
 `check()` runs before the app is built and names whatever a Faust upgrade moved.
 """
 
@@ -120,6 +130,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import re
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Mapping
 from typing import Any
@@ -188,11 +199,49 @@ def check() -> None:
         missing.append("Consumer._waiting_for_ack")
     if "for tp in self._acked" not in inspect.getsource(Consumer._filter_tps_with_pending_acks):
         missing.append("Consumer._filter_tps_with_pending_acks committing the partitions in _acked")
+    from faust.assignor.partition_assignor import PartitionAssignor
+
+    groups = inspect.getsource(PartitionAssignor._get_copartitioned_groups)
+    perform = inspect.getsource(_ORIGINALS.get("PartitionAssignor._perform_assignment",
+                                               PartitionAssignor._perform_assignment))
+    if "cluster.partitions_for_topic(topic)" not in groups or re.findall(r"\bcluster\b", perform) != ["cluster"] * 2:
+        missing.append("PartitionAssignor reading the cluster only through partitions_for_topic")  # its parameter,
+        # handed to _get_copartitioned_groups and nowhere else
     init = inspect.getsource(Consumer.__init__)
     missing += [f"Consumer.{name}" for name in _INSTANCE_ATTRIBUTES if f"self.{name} =" not in init]
     if missing:
         raise TribunalError(f"this Faust lacks {', '.join(missing)}, which tribunal's exactly-once needs; "
                             "pin faust-streaming 0.15.x (see streams/worker/faust_private.py)")
+
+
+class _Declared:
+    """The leader's view of the cluster, as the assignor reads it: a topic its metadata does not list yet has the
+    partitions every topic of the app was made with."""
+
+    def __init__(self, cluster: Any, partitions: int) -> None:
+        self.cluster, self.partitions = cluster, partitions
+
+    def partitions_for_topic(self, topic: str) -> set[int]:
+        known = self.cluster.partitions_for_topic(topic)
+        if not known:
+            log.info("assigning %s with %d partitions: the leader's metadata does not list it yet", topic,
+                     self.partitions)
+            return set(range(self.partitions))
+        return set(known)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.cluster, name)
+
+
+def assign_topics_missing_from_metadata() -> None:
+    from faust.assignor.partition_assignor import PartitionAssignor
+
+    original = _ORIGINALS.setdefault("PartitionAssignor._perform_assignment", PartitionAssignor._perform_assignment)
+
+    def _perform_assignment(self: Any, cluster: Any, member_metadata: Any) -> Any:
+        return original(self, _Declared(cluster, int(self.app.conf.topic_partitions)), member_metadata)
+
+    PartitionAssignor._perform_assignment = _perform_assignment
 
 
 RECOVERY_WAIT = 5.0  # Faust's wait for the next changelog record before it asks whether recovery is done

@@ -328,3 +328,46 @@ def test_an_agent_gets_nothing_while_the_flow_is_suspended() -> None:
 
     assert asyncio.run(scenario()) == [3]
 
+
+
+def test_a_topic_the_leaders_metadata_lacks_is_assigned_with_its_inputs_not_skipped() -> None:
+    """The combined-fault day's lost partition: the leader's metadata listed the inputs but not yet their
+    changelogs; Faust's assignor skipped the changelogs and the inputs went out without them."""
+    from aiokafka.cluster import ClusterMetadata
+    from aiokafka.protocol.metadata import MetadataResponse_v0
+    from faust.assignor.partition_assignor import PartitionAssignor
+
+    inputs, changelog = "t.plugin_decider", "t-pool-state-changelog"
+    cluster = ClusterMetadata()
+    cluster.update_metadata(MetadataResponse_v0([(0, "127.0.0.1", 9092)], [
+        (0, inputs, [(0, p, 0, [0], [0]) for p in range(4)])]))
+    subscriptions = {"m1": [inputs, changelog], "m2": [inputs, changelog]}
+
+    skipped = PartitionAssignor._get_copartitioned_groups({inputs, changelog}, cluster, subscriptions)
+    assert sorted(t for group in skipped[4] for t in group) == [inputs]  # Faust alone: the changelog left out
+
+    seen = faust_private._Declared(cluster, 4)
+    groups = PartitionAssignor._get_copartitioned_groups({inputs, changelog}, seen, subscriptions)
+    assert list(groups) == [4] and sorted(t for group in groups[4] for t in group) == [changelog, inputs]
+    assert seen.partitions_for_topic(inputs) == {0, 1, 2, 3} and seen.brokers() == cluster.brokers()
+
+
+def test_the_leader_assigns_through_the_view_that_knows_every_topic(monkeypatch: pytest.MonkeyPatch) -> None:
+    from faust.assignor.partition_assignor import PartitionAssignor
+
+    given: list[Any] = []
+    original = faust_private._ORIGINALS.get("PartitionAssignor._perform_assignment",
+                                            PartitionAssignor._perform_assignment)
+    monkeypatch.setitem(faust_private._ORIGINALS, "PartitionAssignor._perform_assignment",
+                        lambda self, cluster, members: given.append(cluster) or {})
+    monkeypatch.setattr(PartitionAssignor, "_perform_assignment", original)
+    faust_private.assign_topics_missing_from_metadata()
+
+    class App:
+        class conf:  # noqa: N801  (Faust's attribute)
+            topic_partitions = 3
+
+    assignor = object.__new__(PartitionAssignor)
+    assignor.app = App()  # type: ignore[assignment]
+    assert PartitionAssignor._perform_assignment(assignor, "the cluster", {}) == {}
+    assert isinstance(given[0], faust_private._Declared) and given[0].partitions == 3
