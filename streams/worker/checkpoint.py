@@ -217,11 +217,16 @@ class Checkpoint:
                 await self.flush(settling)
         except asyncio.CancelledError:
             raise
-        except Exception:
+        except Exception as e:
             # The local store may already hold states whose changelog records never went out:
             # start again from the committed changelogs (exactly-once covers a crash, and a
             # flusher that died would stall every partition).
-            log.exception("writing a batch failed; restarting the worker")
+            if _fenced(e):  # a zombie: the group gave its partitions away while it could not answer
+                log.error("this worker was fenced: another worker took its partitions while it could not reach the "
+                          "brokers (a network partition, a long pause) and its open transactions were aborted, so "
+                          "nothing it wrote since its last commit is visible; restarting to rejoin the group (%s)", e)
+            else:
+                log.exception("writing a batch failed; restarting the worker")
             restart_in_place()
 
     def _take(self) -> list[tuple[_Partition, list[Send]]]:
@@ -321,3 +326,14 @@ async def _send_now(producer: Any, batch: Any, topic: str, partition: int) -> as
     before it is sent, and a commit waits for it); its delivery future."""
     batch.close()
     return await producer.send_batch(batch, topic, partition=partition)
+
+
+def _fenced(error: BaseException | None) -> bool:
+    """Whether `error` (or what caused it) is Kafka's word that a newer producer took this one's transactional id."""
+    from aiokafka.errors import ProducerFenced
+
+    while error is not None:
+        if isinstance(error, ProducerFenced):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
