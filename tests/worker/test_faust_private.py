@@ -364,7 +364,7 @@ def test_the_leader_assigns_through_the_view_that_knows_every_topic(monkeypatch:
     faust_private.assign_topics_missing_from_metadata()
 
     class App:
-        class conf:  # noqa: N801  (Faust's attribute)
+        class conf:  # Faust's attribute
             topic_partitions = 3
 
     assignor = object.__new__(PartitionAssignor)
