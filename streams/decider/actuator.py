@@ -125,7 +125,7 @@ class Actuator:
                 await self._record(pass_._replace(applied=wrong), seeing, dry_run=True)
             return self.interval
         self.metrics.lag.labels(self.pool).set(max(0.0, time.time() - desired.at / 1000) if desired.at else 0.0)
-        if not self.leading.is_set():  # it may no longer act (its ZooKeeper session suspended while it observed)
+        if self.election and not self.leading.is_set():  # no longer (its session suspended while it observed)
             return self.interval
         failed, retry_after = await self._apply(Change(self.pool, desired.seq, wrong, desired.instances))
         done = {app: n for app, n in wrong.items() if app not in failed}

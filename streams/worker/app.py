@@ -44,7 +44,7 @@ from streams.worker.continuity import Continuity
 from streams.worker.keeper import Keeper
 from streams.worker.routing import partition_for
 from streams.worker.unit import Progress
-from streams.worker.watchdog import Watchdog
+from streams.worker.watchdog import Watchdog, restart_if_fenced
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ def create_app(settings: Settings) -> faust.App:
     faust_private.ask_the_broker_for_highwaters()
     faust_private.recover_past_aborted_transactions_soon()
     faust_private.recover_from_the_start_when_unsure()
-    faust_private.commit_transactions_at_once()
+    faust_private.commit_transactions_at_once(restart_if_fenced)  # a zombie's commit: it says so and rejoins
     faust_private.retry_transactions_soon()
     faust_private.deliver_without_tasks()
     faust_private.fetch_while_streams_are_full()

@@ -57,7 +57,7 @@ from streams.worker.keeper import Keeper
 from streams.worker.metrics import Tally
 from streams.worker.routing import Send, partition_for
 from streams.worker.surface import App, Event
-from streams.worker.watchdog import restart_in_place
+from streams.worker.watchdog import restart_if_fenced, restart_in_place
 
 log = logging.getLogger(__name__)
 
@@ -221,12 +221,8 @@ class Checkpoint:
             # The local store may already hold states whose changelog records never went out:
             # start again from the committed changelogs (exactly-once covers a crash, and a
             # flusher that died would stall every partition).
-            if _fenced(e):  # a zombie: the group gave its partitions away while it could not answer
-                log.error("this worker was fenced: another worker took its partitions while it could not reach the "
-                          "brokers (a network partition, a long pause) and its open transactions were aborted, so "
-                          "nothing it wrote since its last commit is visible; restarting to rejoin the group (%s)", e)
-            else:
-                log.exception("writing a batch failed; restarting the worker")
+            restart_if_fenced(e)
+            log.exception("writing a batch failed; restarting the worker")
             restart_in_place()
 
     def _take(self) -> list[tuple[_Partition, list[Send]]]:
@@ -327,13 +323,3 @@ async def _send_now(producer: Any, batch: Any, topic: str, partition: int) -> as
     batch.close()
     return await producer.send_batch(batch, topic, partition=partition)
 
-
-def _fenced(error: BaseException | None) -> bool:
-    """Whether `error` (or what caused it) is Kafka's word that a newer producer took this one's transactional id."""
-    from aiokafka.errors import ProducerFenced
-
-    while error is not None:
-        if isinstance(error, ProducerFenced):
-            return True
-        error = error.__cause__ or error.__context__
-    return False

@@ -465,7 +465,8 @@ def commit_without_a_table() -> None:
         logtable=lambda *args, **kwargs: _DrawnWhenLogged(args, kwargs))
 
 
-def commit_transactions_at_once() -> None:
+def commit_transactions_at_once(failed: Callable[[BaseException], object] = lambda error: None) -> None:
+    """`failed` hears of an error of a commit before Faust does (Faust crashes the app: a fenced worker exited)."""
     from faust.transport.drivers.aiokafka import Producer
 
     async def commit_transactions(self: Any, tid_to_offset_map: Mapping[str, Mapping[Any, int]], group_id: str,
@@ -481,7 +482,11 @@ def commit_transactions_at_once() -> None:
                 if start_new_transaction:
                     await producer.begin_transaction()
 
-        await asyncio.gather(*(commit(tid, offsets) for tid, offsets in tid_to_offset_map.items()))
+        try:
+            await asyncio.gather(*(commit(tid, offsets) for tid, offsets in tid_to_offset_map.items()))
+        except Exception as e:
+            failed(e)
+            raise
 
     Producer.commit_transactions = commit_transactions
 

@@ -99,6 +99,27 @@ class Watchdog:
                 restart_in_place()
 
 
+def fenced(error: BaseException | None) -> bool:
+    """Whether `error` (or what caused it) is Kafka's word that a newer producer took this one's transactional id."""
+    from aiokafka.errors import ProducerFenced
+
+    while error is not None:
+        if isinstance(error, ProducerFenced):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def restart_if_fenced(error: BaseException) -> None:
+    """A zombie (the group gave its partitions away while it could not answer, and their new owner's producers
+    fenced its own) says so in one line and restarts in place, rejoining the group; any other error returns."""
+    if fenced(error):
+        log.error("this worker was fenced: another worker took its partitions while it could not reach the brokers "
+                  "(a network partition, a long pause) and its open transactions were aborted, so nothing it wrote "
+                  "since its last commit is visible; restarting to rejoin the group (%s)", error)
+        restart_in_place()
+
+
 def restart_in_place() -> None:
     """Re-execute this process with the same arguments (no cleanup: exactly-once covers a crash)."""
     os.environ[RESTARTS_ENV] = str(restarts_in_place() + 1)  # the one count a re-execution keeps (`/metrics`)

@@ -52,3 +52,18 @@ def test_a_rebalance_that_does_not_end_restarts_the_worker_and_a_long_recovery_d
     at(202, rebalancing=True)
     at(202 + JOIN_PATIENCE - 0.5)
     assert restarts == [1]  # the patience starts again with each rebalance
+
+
+def test_a_fenced_producer_is_told_apart_through_the_errors_it_caused() -> None:
+    from aiokafka.errors import KafkaError, ProducerFenced
+
+    from streams.worker.watchdog import fenced
+
+    try:
+        try:
+            raise ProducerFenced()
+        except ProducerFenced as cause:
+            raise RuntimeError("writing a batch") from cause
+    except RuntimeError as wrapped:
+        assert fenced(wrapped)
+    assert not fenced(KafkaError()) and not fenced(None)

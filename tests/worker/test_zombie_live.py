@@ -66,6 +66,7 @@ def test_a_worker_cut_off_mid_batch_is_fenced_and_nothing_is_decided_twice_or_lo
         taken = time.monotonic() - cut
         time.sleep(6)
         space.heal()
+        wait_until_ready(zombie, 2)  # fenced, it restarted in place and rejoined the group
         producer.join()
         expected = POOLS + RECORDS
         got = [json.loads(r.value) for r in asyncio.run(read_committed(kafka, p + "scaling-decisions", expected,
