@@ -6,7 +6,8 @@ One after another, each time on a node other than the leader: a cut shorter than
 nothing runs twice, the node keeps its incarnation); a cut past the session (its processes are gone before its
 session expires on the server, so before the leader may give its tasks away; they run on the others; healed,
 it rejoins as a new incarnation); a SIGSTOP past the session (the guardian ends its runs when its lease runs
-out); a SIGKILL (its processes gone within a second). Throughout, /proc is sampled every 50 ms: no task ever has
+out); a SIGKILL (its processes gone within a second); then the leader cut off (it stops leading and running
+before its session expires; another is elected). Throughout, /proc is sampled every 50 ms: no task ever has
 live processes on two nodes at once; after each fault no process of the victim's is left, and every task it
 held runs again elsewhere.
 """
@@ -172,6 +173,26 @@ def test_partitions_freezes_and_kills_leave_no_orphan_and_never_a_task_on_two_no
         runs_elsewhere(victim, theirs, killed)
         job_set.start(victim)
         job_set.settled(set(NODES))
+
+        # the leader cut off (issue 48): it stops leading and running before its session expires; another node
+        # is elected and moves its tasks; healed, it rejoins as a follower
+        leader = job_set.leader()
+        plan = job_set.settled(set(NODES))
+        theirs = {t for first, last in plan["ranges"][leader] for t in range(first, last + 1)}
+        until(lambda: leader in running(state), "the leader running tasks", timeout=30, every=0.05)
+        expiry = Expiry(job_set, leader)
+        job_set.spaces[leader].cut()
+        cut = time.monotonic()
+        until(lambda: leader not in running(state), lambda: f"the leader's runs stopped: {running(state)}",
+              timeout=2 * SESSION, every=0.01)
+        figures["leader_cut_to_stopped"] = time.monotonic() - cut
+        assert expiry.seen.wait(3 * SESSION)
+        assert expiry.after(cut) > figures["leader_cut_to_stopped"], figures
+        runs_elsewhere(leader, theirs, cut)
+        assert job_set.leader() != leader
+        job_set.spaces[leader].heal()
+        job_set.settled(set(NODES))
+        assert "no longer leads job set js" in job_set.nodes[leader].log()
     finally:
         watch.done.set()
         watch.join()
