@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,7 +35,7 @@ from streams import kafka
 from streams.core.groups import JOB_OFFERS, REJECTION_LIMITS
 from streams.settings import Settings
 from streams.topics import SCHEDULER_ALERTS
-from streams.zk.election import session
+from streams.zk.election import SessionState, session
 from streams.zk.layout import Layout, registration
 
 log = logging.getLogger(__name__)
@@ -67,8 +66,7 @@ class SchedulerClient:
     offers: dict[str, str] = field(default_factory=dict)
     offline: bool = False
     _wake: asyncio.Event = field(default_factory=asyncio.Event)
-    _session_lost: threading.Event = field(default_factory=threading.Event)
-    _connected: threading.Event = field(default_factory=threading.Event)
+    _session: SessionState = field(default_factory=SessionState)
     paused: bool = False  # its jobs stopped while its session is suspended (their owner nodes still its own)
     _last_release: float = 0.0
     _alerts: list[bytes] = field(default_factory=list)  # produced by `run` after each pass
@@ -89,15 +87,7 @@ class SchedulerClient:
                  self.alarm_threshold)
 
     def _on_state(self, state: str) -> None:
-        from kazoo.protocol.states import KazooState
-
-        if state == KazooState.LOST:
-            self._session_lost.set()
-            self._connected.clear()
-        elif state == KazooState.SUSPENDED:
-            self._connected.clear()
-        else:
-            self._connected.set()
+        self._session.on_state(state)
         loop = getattr(self, "loop", None)
         if loop is not None:
             loop.call_soon_threadsafe(self._wake.set)
@@ -155,7 +145,7 @@ class SchedulerClient:
             log.warning("%s: ZooKeeper did not answer (%r); trying again", self.scheduler, e)
 
     def _step(self) -> None:
-        if self._session_lost.is_set():
+        if self._session.session_lost.is_set():
             for job in sorted(self.held):
                 self.held.discard(job)
                 if not self.paused:
@@ -163,9 +153,9 @@ class SchedulerClient:
             self.paused = False
             log.warning("%s lost its ZooKeeper session: stopped all jobs; registering again", self.scheduler)
             self._register()
-            self._session_lost.clear()
+            self._session.session_lost.clear()
             return
-        if not self._connected.is_set():
+        if not self._session.connected.is_set():
             if self.held and not self.paused:
                 for job in sorted(self.held):
                     self.on_stop(job)
@@ -210,7 +200,6 @@ class SchedulerClient:
 
     async def run(self, stop: asyncio.Event) -> None:
         self.loop = asyncio.get_running_loop()
-        self._connected.set()
         async with session(self.settings.zookeeper_hosts, self.session_timeout, self._on_state) as self.zk:
             await self._serve(stop)
 

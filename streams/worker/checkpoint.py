@@ -322,4 +322,3 @@ async def _send_now(producer: Any, batch: Any, topic: str, partition: int) -> as
     before it is sent, and a commit waits for it); its delivery future."""
     batch.close()
     return await producer.send_batch(batch, topic, partition=partition)
-

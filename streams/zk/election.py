@@ -39,7 +39,32 @@ def identifier() -> str:
     return f"{socket.gethostname()}:{threading.get_native_id()}"
 
 
-class Candidacy:
+class SessionState:
+    """What kazoo's listener says of a process's ZooKeeper session, kept where any thread can ask: `connected`
+    (cleared while SUSPENDED: a partition, or a server that stops answering), `session_lost` (LOST: its ephemeral
+    nodes are gone), and `changed` (set at every change: a waiter wakes). A process acts on what it holds only
+    while connected; see `Candidacy` for why suspension, not loss, is the moment to stop."""
+
+    def __init__(self) -> None:
+        self.session_lost = threading.Event()
+        self.connected = threading.Event()
+        self.connected.set()
+        self.changed = threading.Event()
+
+    def on_state(self, state: str) -> None:
+        from kazoo.protocol.states import KazooState
+
+        if state == KazooState.LOST:
+            self.session_lost.set()
+            self.connected.clear()
+        elif state == KazooState.SUSPENDED:
+            self.connected.clear()
+        else:
+            self.connected.set()
+        self.changed.set()
+
+
+class Candidacy(SessionState):
     """Standing in one election until `stop()`. The elected process keeps its leadership while `holding()`: until
     `stop()`, or until its session is LOST (another process may be elected then). It *acts* only while `acting()`:
     holding, and its session connected.
@@ -53,24 +78,9 @@ class Candidacy:
     session's) and acts again, on what it reads then."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.stopping = threading.Event()
-        self.session_lost = threading.Event()
-        self.connected = threading.Event()
-        self.connected.set()
-        self.changed = threading.Event()  # any of the above changed: wakes `follow`
         self.election: Any = None
-
-    def on_state(self, state: str) -> None:
-        from kazoo.protocol.states import KazooState
-
-        if state == KazooState.LOST:
-            self.session_lost.set()
-            self.connected.clear()
-        elif state == KazooState.SUSPENDED:
-            self.connected.clear()
-        else:
-            self.connected.set()
-        self.changed.set()
 
     def holding(self) -> bool:
         """Whether the leadership `lead` was given still holds."""

@@ -19,7 +19,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +114,20 @@ def test_partitions_freezes_and_kills_leave_no_orphan_and_never_a_task_on_two_no
               timeout=60, every=0.05)
         return time.monotonic() - since
 
+    def stopped_before_expiry(node: str, fault: Callable[[], object], name: str) -> float:
+        """Make the fault; the node's runs must be gone before its session expires on the server (only then may
+        the leader give its tasks away). When the fault began (monotonic); `name_to_stopped`/`_to_expiry` figures."""
+        expiry = Expiry(job_set, node)
+        fault()
+        began = time.monotonic()
+        until(lambda: node not in running(state), lambda: f"{node}'s runs stopped: {running(state)}",
+              timeout=2 * SESSION, every=0.01)
+        figures[f"{name}_to_stopped"] = time.monotonic() - began
+        assert expiry.seen.wait(3 * SESSION), f"{node}'s session expired on the server"
+        figures[f"{name}_to_expiry"] = expiry.after(began)
+        assert figures[f"{name}_to_expiry"] > figures[f"{name}_to_stopped"], figures
+        return began
+
     try:
         # a cut shorter than the session: nothing moves
         victim, theirs = victim_running()
@@ -129,15 +143,7 @@ def test_partitions_freezes_and_kills_leave_no_orphan_and_never_a_task_on_two_no
         # a cut past the session: processes gone before the session expires on the server; the tasks move
         victim, theirs = victim_running()
         incarnation = job_set.incarnation(victim)
-        expiry = Expiry(job_set, victim)
-        job_set.spaces[victim].cut()
-        cut = time.monotonic()
-        until(lambda: victim not in running(state), lambda: f"{victim}'s runs stopped: {running(state)}",
-              timeout=2 * SESSION, every=0.01)
-        figures["partition_to_stopped"] = time.monotonic() - cut
-        assert expiry.seen.wait(3 * SESSION), "the cut-off node's session expired on the server"
-        figures["partition_to_expiry"] = expiry.after(cut)
-        assert figures["partition_to_expiry"] > figures["partition_to_stopped"], figures
+        cut = stopped_before_expiry(victim, job_set.spaces[victim].cut, "partition")
         figures["partition_to_elsewhere"] = runs_elsewhere(victim, theirs, cut)
         time.sleep(2)
         job_set.spaces[victim].heal()
@@ -147,17 +153,9 @@ def test_partitions_freezes_and_kills_leave_no_orphan_and_never_a_task_on_two_no
 
         # a freeze past the session: the guardian ends the runs when the lease runs out
         victim, theirs = victim_running()
-        expiry = Expiry(job_set, victim)
         pid = job_set.nodes[victim].proc.pid  # type: ignore[union-attr]
-        os.kill(pid, signal.SIGSTOP)
-        frozen = time.monotonic()
         try:
-            until(lambda: victim not in running(state), lambda: f"{victim}'s runs ended: {running(state)}",
-                  timeout=2 * SESSION, every=0.01)
-            figures["freeze_to_stopped"] = time.monotonic() - frozen
-            assert expiry.seen.wait(3 * SESSION)
-            figures["freeze_to_expiry"] = expiry.after(frozen)
-            assert figures["freeze_to_expiry"] > figures["freeze_to_stopped"], figures
+            frozen = stopped_before_expiry(victim, lambda: os.kill(pid, signal.SIGSTOP), "freeze")
             runs_elsewhere(victim, theirs, frozen)
         finally:
             os.kill(pid, signal.SIGCONT)
@@ -180,14 +178,7 @@ def test_partitions_freezes_and_kills_leave_no_orphan_and_never_a_task_on_two_no
         plan = job_set.settled(set(NODES))
         theirs = {t for first, last in plan["ranges"][leader] for t in range(first, last + 1)}
         until(lambda: leader in running(state), "the leader running tasks", timeout=30, every=0.05)
-        expiry = Expiry(job_set, leader)
-        job_set.spaces[leader].cut()
-        cut = time.monotonic()
-        until(lambda: leader not in running(state), lambda: f"the leader's runs stopped: {running(state)}",
-              timeout=2 * SESSION, every=0.01)
-        figures["leader_cut_to_stopped"] = time.monotonic() - cut
-        assert expiry.seen.wait(3 * SESSION)
-        assert expiry.after(cut) > figures["leader_cut_to_stopped"], figures
+        cut = stopped_before_expiry(leader, job_set.spaces[leader].cut, "leader_cut")
         runs_elsewhere(leader, theirs, cut)
         assert job_set.leader() != leader
         job_set.spaces[leader].heal()
