@@ -15,7 +15,22 @@ from schemas.common import Cause, Record
 Name = Annotated[str, Field(min_length=1)]
 
 
-class SchedulerRegistered(Record):
+class Published(Record):
+    """Who published an event, when a process that stands in an election did (the ZooKeeper bridge does).
+
+    `term` is the fencing token of the publisher's leadership: larger for every later leader. The limits fold
+    applies no event whose term is older than one it applied for the group already, so a bridge that lost its
+    leadership without knowing (cut off from ZooKeeper, or frozen between reading and publishing) cannot put
+    its stale view over its successor's. Events without a term (a scheduler client, a script) are not fenced.
+    """
+
+    publisher: str | None = Field(None, description="Who published the event (the bridge: host:pid)")
+    term: int | None = Field(None, ge=1, description=(
+        "The publisher's leadership term: an event older than the newest term applied for its group is "
+        "dead-lettered as stale_publisher"))
+
+
+class SchedulerRegistered(Published):
     """A scheduler's ephemeral node appeared: it is live with fault tolerance n and alarm threshold M."""
 
     type: Literal["SchedulerRegistered"] = "SchedulerRegistered"
@@ -26,7 +41,7 @@ class SchedulerRegistered(Record):
     alarm_threshold: int = Field(default=10, ge=0)
 
 
-class SchedulerRef(Record):
+class SchedulerRef(Published):
     group: Name
     scheduler: Name
 
@@ -47,7 +62,7 @@ class SchedulerOnlineRequested(SchedulerRef):
     type: Literal["SchedulerOnlineRequested"] = "SchedulerOnlineRequested"
 
 
-class JobRef(Record):
+class JobRef(Published):
     group: Name
     job: Name
 
@@ -72,7 +87,7 @@ class JobReleased(JobRef):
     scheduler: Name
 
 
-class MembershipSnapshot(Record):
+class MembershipSnapshot(Published):
     """Everything ZooKeeper holds for the group at one moment; the fold is corrected to match it.
 
     `offline` is the offline list; None means the snapshot does not say (the list is kept).

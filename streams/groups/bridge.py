@@ -6,6 +6,13 @@ and a full `MembershipSnapshot` per group on every (re)connect and every `snapsh
 seconds, from which the limits fold derives whatever the log missed. Only the elected leader
 publishes (kazoo's Election recipe), so two bridges do not double every event.
 
+A leader can lose its leadership without knowing it yet: cut off from ZooKeeper, it learns that its session
+expired only once it reaches a server again, and a frozen one learns nothing until it runs. So it publishes only
+while its session is connected (`Candidacy.acting`), stops the watches of a session at once when it is lost, and
+signs every event with its name and a *term*: the transaction id of the write it made to the election node on
+being elected, larger for every later leader. The limits fold refuses an event of an older term than one it has
+applied (`stale_publisher`), so whatever a former leader still sends cannot stand over its successor's view.
+
 `drop_fraction` discards that share of change events before they are published (never the
 snapshots), so tests can show that the snapshot repairs what watches lost.
 """
@@ -14,7 +21,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
+import socket
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -30,7 +39,7 @@ from streams.zk.publisher import Publisher
 log = logging.getLogger(__name__)
 
 
-def _metrics() -> tuple[Any, Any, Any, Any]:
+def _metrics() -> tuple[Any, Any, Any, Any, Any]:
     """The bridge's counts, in a registry of its own (served by `serve_metrics`, with the process's CPU and memory)."""
     from prometheus_client import CollectorRegistry, Counter, Gauge, ProcessCollector
 
@@ -41,10 +50,12 @@ def _metrics() -> tuple[Any, Any, Any, Any]:
     dropped = Counter("tribunal_bridge_dropped", "Watch events dropped on purpose (--drop-watch-events)",
                       registry=registry)
     leading = Gauge("tribunal_bridge_leading", "1 while this bridge is the elected one", registry=registry)
-    return registry, events, dropped, leading
+    term = Gauge("tribunal_bridge_term", "The term of this bridge's newest leadership (0: never elected)",
+                 registry=registry)
+    return registry, events, dropped, leading, term
 
 
-REGISTRY, EVENTS, DROPPED, LEADING = _metrics()
+REGISTRY, EVENTS, DROPPED, LEADING, TERM = _metrics()
 
 
 def serve_metrics(host: str, port: int) -> None:
@@ -100,7 +111,9 @@ class Bridge:
         self.stopping = self.candidacy.stopping
         self.reconnected = threading.Event()
         self.watching: set[str] = set()
-        self.term = 0  # leadership term: watches of an earlier term stop themselves
+        self.generation = 0  # of the watches: those of an earlier leadership or session stop themselves
+        self.name = f"{socket.gethostname()}:{os.getpid()}"
+        self.term = 0  # the fencing token of the current leadership, on every event published under it
         self.publisher: Publisher | None = None
 
     # -- publishing ---------------------------------------------------------------------------
@@ -110,7 +123,7 @@ class Bridge:
             log.info("dropped (--drop-watch-events): %s", event)
             return
         assert self.publisher is not None
-        self.publisher.submit(self.settings.topic(topic), group, event)
+        self.publisher.submit(self.settings.topic(topic), group, {**event, "publisher": self.name, "term": self.term})
         EVENTS.labels(topic, event["type"]).inc()
 
     def _scheduler_event(self, group: str, kind: str, scheduler: str) -> None:
@@ -174,28 +187,28 @@ class Bridge:
                 self._publish(SCHEDULER_EVENTS, group, self.snapshot(zk, group), droppable=False)
 
     # -- watches --------------------------------------------------------------------------------
-    def _watch_groups(self, zk: Any, term: int) -> None:
+    def _watch_groups(self, zk: Any, generation: int) -> None:
         def on_groups(children: list[str]) -> bool:
-            if term != self.term or self.stopping.is_set():
+            if generation != self.generation or self.stopping.is_set():
                 return False
             for group in sorted(children):
                 if is_group(group) and group not in self.watching:
                     self.watching.add(group)
                     self.layout.ensure(zk, group)
-                    self._watch_group(zk, group, term)
+                    self._watch_group(zk, group, generation)
             return True
 
         zk.ChildrenWatch(self.layout.root, on_groups)
 
-    def _watch_group(self, zk: Any, group: str, term: int) -> None:
+    def _watch_group(self, zk: Any, group: str, generation: int) -> None:
         """Four children watches; each turns a change into events by diffing against the group's view."""
         lay = self.layout
 
         def watch(kind: str, handle: Callable[[GroupView, list[str], list[str]], None],
                   known: Callable[[GroupView], Iterable[str]]) -> None:
             def on_change(children: list[str]) -> bool:
-                if term != self.term or self.stopping.is_set():
-                    return False  # an earlier leadership term: stop watching
+                if generation != self.generation or self.stopping.is_set():
+                    return False  # an earlier leadership or session: stop watching
                 with self.lock:
                     view = self.views.setdefault(group, GroupView())
                     now, before = set(children), set(known(view))
@@ -246,14 +259,16 @@ class Bridge:
     # -- leadership -------------------------------------------------------------------------------
     def _lead(self, zk: Any) -> None:
         """Runs while this bridge is the leader: watch, and snapshot on reconnect and on the interval."""
+        stat = zk.set(self.layout.election, self.name.encode())  # its transaction id: this leadership's term
         with self.lock:
-            self.term += 1
+            self.generation += 1
             self.watching.clear()
-            term = self.term
-        log.info("elected: publishing ZooKeeper's view of %s (term %d)", self.layout.root, term)
+            generation, self.term = self.generation, stat.mzxid
+        log.info("elected: publishing ZooKeeper's view of %s (term %d)", self.layout.root, self.term)
         LEADING.set(1)
+        TERM.set(self.term)
         try:
-            self._watch_groups(zk, term)
+            self._watch_groups(zk, generation)
             self.publish_snapshots(zk)
             while self.candidacy.holding():
                 if self.reconnected.wait(self.snapshot_interval):
@@ -264,13 +279,15 @@ class Bridge:
         finally:
             LEADING.set(0)
         with self.lock:
-            self.term += 1  # the watches of this term stop at their next call
+            self.generation += 1  # the watches of this leadership stop at their next call
 
     def _on_state(self, state: str) -> None:
         from kazoo.protocol.states import KazooState
 
         self.candidacy.on_state(state)
         if state == KazooState.LOST:
+            with self.lock:  # now, before kazoo reconnects: the lost session's watches would fire on its view
+                self.generation += 1
             log.warning("ZooKeeper session lost: stepping down until a new session is elected")
         elif state == KazooState.CONNECTED:
             self.reconnected.set()

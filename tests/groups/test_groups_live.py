@@ -13,7 +13,7 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 
@@ -116,13 +116,22 @@ def latest(kafka: str, topic: str) -> dict[str, dict[str, Any]]:
     return out
 
 
-@pytest.fixture
-def group(worker_env: dict[str, str], zookeeper: str, unique: str, tmp_path: Path) -> Iterator[Group]:
-    env = {**worker_env, "ZOOKEEPER_HOSTS": zookeeper}
+G = TypeVar("G", bound=Group)
+
+
+def with_worker(kind: type[G], env: dict[str, str], tmp_path: Path, zookeeper: str, unique: str) -> G:
+    """A test's group of `kind` on its own topics (made here) and root, a worker folding them already started."""
+    env = {**env, "ZOOKEEPER_HOSTS": zookeeper}
     tribunal("topics", "create", env=env)
-    g = Group(env, tmp_path, zookeeper, f"/{unique}")
+    g = kind(env, tmp_path, zookeeper, f"/{unique}")
     g.services["worker"] = Worker(env, tmp_path / "worker.log")
     g.services["worker"].start()
+    return g
+
+
+@pytest.fixture
+def group(worker_env: dict[str, str], zookeeper: str, unique: str, tmp_path: Path) -> Iterator[Group]:
+    g = with_worker(Group, worker_env, tmp_path, zookeeper, unique)
     try:
         yield g
     finally:

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Stack, env_of
-from tests.groups.test_groups_live import Group, assert_no_job_ran_twice_at_once, latest
-from tests.helpers import Service, Worker, tribunal
+from tests.groups.test_groups_live import Group, assert_no_job_ran_twice_at_once, latest, with_worker
+from tests.helpers import Service, tribunal
 from tests.netns import Namespace, Network
 
 JOBS = 8
@@ -40,12 +40,8 @@ class CutGroup(Group):
 
 @pytest.fixture
 def group(net_stack: Stack, network: Network, unique: str, tmp_path: Path) -> Iterator[CutGroup]:
-    env = {**env_of(net_stack.bootstrap, unique, tmp_path), "ZOOKEEPER_HOSTS": net_stack.zookeeper}
-    tribunal("topics", "create", env=env)
-    g = CutGroup(env, tmp_path, net_stack.zookeeper, f"/{unique}")
+    g = with_worker(CutGroup, env_of(net_stack.bootstrap, unique, tmp_path), tmp_path, net_stack.zookeeper, unique)
     g.space = network.namespace()
-    g.services["worker"] = Worker(env, tmp_path / "worker.log")
-    g.services["worker"].start()
     try:
         yield g
     finally:

@@ -27,7 +27,7 @@ JOBS, SCHEDULERS = "j", "s"  # the two kinds of bucket in `group-buckets`, by th
 
 
 def dump(state: GroupState) -> dict[str, Any]:
-    return {
+    out = {
         "offline": sorted(state.offline),
         "job_bits": _bits(state.owners), "scheduler_bits": _bits(state.members),
         "offers": dict(sorted(state.offers.items())),
@@ -36,6 +36,9 @@ def dump(state: GroupState) -> dict[str, Any]:
         "offsets": dict(sorted(state.offsets.items())),
         "applied": state.applied,
     }
+    if state.term:  # only once a fenced publisher was applied: an entry of a group without one reads as before
+        out["term"] = state.term
+    return out
 
 
 def _bits(buckets: Buckets[Any]) -> int:
@@ -140,4 +143,4 @@ def load(data: Mapping[str, Any] | None, stored: Stored = NONE_STORED) -> GroupS
         figures=Buckets.of_items(scheduler_of, figures.items(), inline_schedulers),
         limit_seqs=Buckets.of_items(scheduler_of, seqs.items(), inline_schedulers), offers=Map(data["offers"]),
         capacity_ok=bool(data["capacity_ok"]), seqs=Map(data["seqs"]), offsets=dict(data["offsets"]),
-        applied=int(data.get("applied", 0)))
+        applied=int(data.get("applied", 0)), term=int(data.get("term", 0)))

@@ -88,11 +88,24 @@ def _object(value: bytes) -> dict[str, Any]:
     return raw if isinstance(raw, dict) else {}
 
 
+def _fenced(state: GroupState, event: GroupEvent) -> GroupState:
+    """The state with the event's publisher term taken, or `Rejected` if a newer term was applied already: a
+    publisher that lost its leadership (its successor's events are in the log) publishes nothing over them."""
+    term = event.term
+    if term is None or term == state.term:
+        return state
+    if term < state.term:
+        raise Rejected("stale_publisher", f"published by {event.publisher or 'an unnamed publisher'} under term "
+                                          f"{term}, but term {state.term} has published for the group since: a "
+                                          "leadership that ended, its view possibly stale")
+    return state._replace(term=term)
+
+
 def fold_event(state: GroupState, event: GroupEvent, record: SourceRecord,
                skipped: list[str] | None = None) -> tuple[GroupState, list[Emit]]:
     """Apply a parsed event (a snapshot as its corrections) and emit what changed."""
     skipped = skipped or []
-    state = state.begin()
+    state = _fenced(state, event).begin()
     before_ks = (state.K, state.S)
     step = Step()
     fixes: list[dict[str, Any]] = []
@@ -100,7 +113,7 @@ def fold_event(state: GroupState, event: GroupEvent, record: SourceRecord,
         for phase in (member_fixes, job_fixes):  # jobs against the membership the snapshot shows
             for fix, why in phase(state, event):
                 state = one(state, fix, step)
-                fixes.append({"event": fix.model_dump(mode="json"), "why": why})
+                fixes.append({"event": fix.model_dump(mode="json", exclude_none=True), "why": why})
         step.applied = bool(fixes)
         step.note = f"snapshot: {len(fixes)} correction(s)" if fixes else "snapshot agrees with the log"
         if skipped:

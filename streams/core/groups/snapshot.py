@@ -18,6 +18,7 @@ from schemas.groups import (
     JobDeleted,
     JobReleased,
     MembershipSnapshot,
+    Published,
     SchedulerLost,
     SchedulerOfflineRequested,
     SchedulerOnlineRequested,
@@ -109,5 +110,10 @@ def read_snapshot(raw: Mapping[str, Any]) -> tuple[MembershipSnapshot, list[str]
                 listed.append(sid)
             else:
                 skipped.append(f"offline[{i}]: {sid!r} names no scheduler")
-    snapshot = MembershipSnapshot(group=group, schedulers=list(members.values()), jobs=owners, offline=listed)
+    try:  # who published it: unlike an entry, not to be left out (a term that cannot be read cannot be fenced)
+        by = Published.model_validate({k: raw[k] for k in ("publisher", "term") if k in raw})
+    except ValidationError as e:
+        raise Rejected("bad_event", f"a MembershipSnapshot's publisher or term: {error_text(e)}") from None
+    snapshot = MembershipSnapshot(group=group, schedulers=list(members.values()), jobs=owners, offline=listed,
+                                  publisher=by.publisher, term=by.term)
     return snapshot, skipped

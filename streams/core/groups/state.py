@@ -75,6 +75,7 @@ class GroupState(NamedTuple):
     # before the schedulers had a table of their own, each scheduler's until it is next numbered: `limit_seq`)
     offsets: Mapping[str, int] = EMPTY  # "topic:partition" -> last offset applied
     applied: int = 0  # inputs applied so far: the next one's `cause.position` is this + 1
+    term: int = 0  # the newest publisher term applied (`schemas.groups.Published`): older ones are refused
 
     @property
     def K(self) -> int:

@@ -248,3 +248,45 @@ def test_a_snapshot_without_a_job_map_is_dead_lettered_whole() -> None:
                                                           "schedulers": []}).encode())
     assert dead.stream == DLQ and json.loads(dead.value_bytes())["reason_code"] == "bad_event"
     assert log.state.K == 2
+
+
+def test_an_event_of_an_older_publisher_term_is_dead_lettered_and_changes_nothing() -> None:
+    """The fence (SPEC §4): a bridge that lost its leadership without knowing publishes nothing over its successor's."""
+    log = GroupLog()
+    log.send("SchedulerRegistered", scheduler="A", publisher="old", term=5)
+    log.send("SchedulerRegistered", scheduler="B", publisher="new", term=9)  # the successor, elected later
+    before = log.state
+    [dead] = log.send("SchedulerLost", scheduler="B", publisher="old", term=5)
+    letter = json.loads(dead.value_bytes())
+    assert dead.stream == DLQ and letter["reason_code"] == "stale_publisher", letter
+    assert "term 5" in letter["reason"] and "term 9" in letter["reason"], letter
+    assert (log.state.members, log.state.term) == (before.members, 9)
+    # A whole stale snapshot (read before the successor's) is refused as well: B stays.
+    [dead] = log.send("MembershipSnapshot", schedulers=[], jobs={}, publisher="old", term=8)
+    assert json.loads(dead.value_bytes())["reason_code"] == "stale_publisher"
+    assert sorted(log.state.members.keys()) == ["A", "B"]
+    # Its own term again, a newer one, and events without a term (a script, a scheduler client) are applied.
+    log.send("JobCreated", job="j1", publisher="new", term=9)
+    log.send("JobCreated", job="j2")
+    log.send("JobCreated", job="j3", publisher="newer", term=12)
+    assert (log.state.K, log.state.term) == (3, 12)
+    assert reloaded(log.state).term == 12
+
+
+def test_a_snapshots_corrections_and_a_group_without_terms_read_as_before() -> None:
+    """Logs written before publishers had terms fold to the same bytes: nothing of the fence shows in them."""
+    log = GroupLog()
+    log.register("A")
+    assert "term" not in groups.dump(log.state)
+    out = log.send("MembershipSnapshot", schedulers=[], jobs={"j1": None}, publisher="bridge", term=3)
+    [health] = of(out, groups.GROUP_HEALTH)
+    fixes = [c["event"] for c in health["corrections"]]
+    assert [f["type"] for f in fixes] == ["SchedulerLost", "JobCreated"], fixes
+    assert all(set(f) == {"type", "group", *({"scheduler"} if "scheduler" in f else {"job"})} for f in fixes), fixes
+    assert groups.dump(log.state)["term"] == 3
+
+
+def test_a_snapshot_whose_term_cannot_be_read_is_dead_lettered() -> None:
+    log = GroupLog()
+    [dead] = log.send("MembershipSnapshot", schedulers=[], jobs={}, term="soon")
+    assert json.loads(dead.value_bytes())["reason_code"] == "bad_event"

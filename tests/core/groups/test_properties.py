@@ -261,3 +261,27 @@ def test_a_group_growing_and_shrinking_is_rebucketed_and_its_tables_stay_whole(j
     assert {bits for bits, _ in sizes} >= {0, 1, 2}, sizes
     assert {bits for _, bits in sizes} >= {0, 1}, sizes
     assert log.state.owners.of.bits == 0  # type: ignore[attr-defined]
+
+
+@given(ops, st.data())
+def test_the_fence_applies_exactly_the_events_no_newer_term_preceded(script: list[tuple[str, int, int]],
+                                                                     data: st.DataObject) -> None:
+    """SPEC §4's fence: folding events with publisher terms (and some without) is folding, term-free, exactly those
+    whose term is not older than the newest applied before them; every other one is dead-lettered
+    `stale_publisher`; the snapshot of the newest term still repairs the rest."""
+    world = world_of(script)
+    fenced, plain = GroupLog(), GroupLog()
+    newest = 0
+    for event in world.events:
+        term = data.draw(st.one_of(st.none(), st.integers(1, 6)), label="term")
+        out = deliver(fenced, {**event, **({} if term is None else {"publisher": f"p{term}", "term": term})})
+        if term is not None and term < newest:
+            assert [json.loads(e.value_bytes())["reason_code"] for e in out] == ["stale_publisher"]
+            continue
+        newest = max(newest, term or 0)
+        deliver(plain, event)
+        a, b = fenced.state, plain.state
+        assert (dict(a.owners), dict(a.members), a.offline, dict(a.figures), dict(a.offers)) == \
+            (dict(b.owners), dict(b.members), b.offline, dict(b.figures), dict(b.offers))
+    deliver(fenced, {**world.snapshot(), "publisher": "last", "term": newest + 1})
+    assert dict(fenced.state.owners) == world.owners and sorted(fenced.state.members) == sorted(world.members)
