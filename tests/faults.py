@@ -6,12 +6,18 @@ dispatcher's jobs of one worker (those of another time out, are retried once and
 decider's pools and assigns for the dispatcher produced at steady rates. While they run: a worker is
 SIGKILLed (twice), a broker is SIGKILLed for 15 s and, while it is down, `topics create` is run three times and
 the other worker and the ticker are SIGKILLed and started again, a shard node is SIGSTOPped past its session,
-the shard leader and a scheduler are SIGKILLed. Each fault is in `Report.faults`, with when it began; a process
-found dead when a fault came for it had ended on its own, and counts against the day.
+the shard leader and a scheduler are SIGKILLed. Given a network of its own (`tests.netns`, where namespaces can be
+made), the stack listens on its bridge's address, and the second worker, scheduler B, shard node n3 and the executor
+each run in a network namespace, and the day cuts each off in turn (issue 48): the worker past its group session (a
+zombie the other fences), B and n3 past their ZooKeeper sessions, the executor for a few seconds; and the elected
+ZooKeeper bridge (two stand) is cut off from ZooKeeper alone, through a proxy, past its session. Each fault is in
+`Report.faults`, with when it began; a process found dead when a fault came for it had ended on its own, and counts
+against the day.
 
 `Day.check` then asks each question on its own (`tests.checks`): every input answered exactly once and
 `replay --from-kafka --verify` agreeing; no task on two shard nodes at once; no cap exceeded and one final
-outcome per job; no job on two schedulers at once; every process running unless the day ended it. The test
+outcome per job; no job on two schedulers at once; one bridge publishing at a time (terms never decrease on its
+topics); every process running unless the day ended it. The test
 (`tests/test_combined_faults.py`) runs a short day; `bench/combined_faults.py` a long one, and prints the
 figures.
 """
@@ -30,7 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from streams.clients import envelope
+from streams.clients import envelope, read_log
 from streams.core import dispatch
 from streams.infra import Cluster, Topology
 from streams.infra.topology import free_port_block, free_ports
@@ -38,16 +44,21 @@ from streams.shards.check import check, read
 from tests.checks import (
     decision_violations,
     dispatch_violations,
+    publisher_violations,
     scheduler_runs,
     scheduler_violations,
 )
 from tests.helpers import Service, Worker, produce_all, read_committed, tribunal, until, wait_until_ready
+from tests.netns import Namespace, Network
+from tests.shards.proxy import Proxy
 from tests.worker.test_crash import pool_policy
 
 BROKERS, PARTITIONS = 3, 3
 SESSION = 4.0  # the ZooKeeper session of the bridge, schedulers, shard nodes and ticker (seconds)
 CAP, W1_CAP = 12, 6  # the namespace's cap and its worker w1's
 GROUP_JOBS = 10
+CUT_OFF = ("worker-2", "B", "n3", "executor")  # each in a network namespace of its own, when the day has a network
+WORKER_SESSION = 10.0  # the workers' group session (the default)
 
 
 @dataclass(frozen=True)
@@ -71,14 +82,14 @@ class Report:
 
     def summary(self) -> str:
         lines = [f"seed {self.seed}; {len(self.faults)} faults: "
-                 + ", ".join(f"{what} at {at:.0f} s" for at, what in self.faults)]
+                 + ", ".join(f"{what} at {at:.0f} s" for at, what in sorted(self.faults))]
         lines += [f"  {name}: {value}" for name, value in self.figures.items()]
         lines += [f"  {name}: {len(found)} violations {found[:3]}" for name, found in self.violations.items()]
         return "\n".join(lines)
 
 
 class Day:
-    def __init__(self, home: Path, scale: Scale, seed: int | None = None) -> None:
+    def __init__(self, home: Path, scale: Scale, seed: int | None = None, network: Network | None = None) -> None:
         self.home, self.scale = home, scale
         self.seed = seed if seed is not None else random.randrange(1 << 30)
         self.rng = random.Random(self.seed)
@@ -86,9 +97,12 @@ class Day:
         self.unique = f"day{self.seed:x}"
         self.root = f"/{self.unique}"
         block = free_port_block(2 * BROKERS)
+        self.network = network
+        self.spaces: dict[str, Namespace] = {name: network.namespace() for name in CUT_OFF} if network else {}
         self.cluster = Cluster(Topology(home=home / "stack", brokers=BROKERS, kafka_port=block,
                                         controller_port=block + BROKERS, zk_port=free_ports(1)[0],
-                                        broker_heap_mb=320))
+                                        broker_heap_mb=320, **({"host": network.host} if network else {})))
+        self.proxy: Proxy | None = None  # the first bridge's way to ZooKeeper, which the day cuts
         self.services: dict[str, Service] = {}
         self.ended: set[str] = set()  # services the day stopped on purpose
         self.killed: dict[str, list[float]] = {}
@@ -96,6 +110,7 @@ class Day:
         self.metrics: list[tuple[int, int]] = []  # (partition, offset) of each metric produced
         self.jobs = 0
         self.began = 0.0
+        self.timers: list[threading.Timer] = []
 
     def live(self) -> Report:
         """The whole day: the stack up, the load and the faults, the checks; the stack down however it ends."""
@@ -123,8 +138,11 @@ class Day:
         return f"{self.unique}.{name}"
 
     def start(self, name: str, *args: str, env: dict[str, str] | None = None) -> Service:
+        wrap = self.spaces[name].wrap([]) if name in self.spaces else []
         service = (Worker(env or self.env(name), self.home / f"{name}.log") if not args
-                   else Service(env or self.env(), self.home / f"{name}.log", *args))
+                   else Service(env or self.env(), self.home / f"{name}.log", *args, wrap=wrap))
+        if isinstance(service, Worker):
+            service.wrap = wrap
         service.start()
         self.services[name] = service
         return service
@@ -143,8 +161,12 @@ class Day:
         for name in ("worker-1", "worker-2"):
             self.start(name)
         self.start("ticker", "ticker", "--root", self.root, "--session-timeout", str(SESSION))
-        self.start("bridge", "zk-bridge", "--root", self.root, "--snapshot-interval", "2",
-                   "--session-timeout", str(SESSION))
+        self.proxy = Proxy(self.cluster.topology.zookeeper_hosts)
+        bridge = ("zk-bridge", "--root", self.root, "--snapshot-interval", "2", "--session-timeout", str(SESSION))
+        self.start("bridge", *bridge, env={**self.env(), "ZOOKEEPER_HOSTS": self.proxy.address})
+        until(lambda: "elected: publishing" in self.services["bridge"].log(), "the first bridge to be elected",
+              timeout=120)
+        self.start("bridge-2", *bridge)
         for sid in "AB":
             self.scheduler(sid)
         for node in ("n1", "n2", "n3"):
@@ -185,6 +207,10 @@ class Day:
                           "--session-timeout", str(SESSION), "--shard-root", self.root)
 
     def down(self) -> None:
+        for space in self.spaces.values():
+            space.heal()
+        if self.proxy is not None:
+            self.proxy.close()
         for name, service in self.services.items():
             if service.proc is not None and service.alive:
                 os.kill(service.proc.pid, signal.SIGCONT)  # a frozen one must hear its SIGTERM
@@ -207,9 +233,46 @@ class Day:
         time.sleep(after)
         self.services[name].start()
 
-    def fault(self, at: float, what: str) -> None:
+    def wait_for(self, at: float) -> None:
+        """Until `at` seconds into the load."""
         time.sleep(max(0.0, self.began + at - time.time()))
+
+    def fault(self, at: float, what: str) -> None:
+        self.wait_for(at)
         self.report.faults.append((time.time() - self.began, what))
+
+    def cut_off(self, name: str, seconds: float, why: str) -> None:
+        """Cut `name`'s link (its namespace's, or the bridge's to ZooKeeper) and heal it `seconds` later, while the
+        day goes on."""
+        self.report.faults.append((time.time() - self.began, f"cut {name} off {why} for {seconds:.0f} s"))
+        if name == "bridge":
+            assert self.proxy is not None
+            cut, heal = self.proxy.cut, self.proxy.restore
+        else:
+            cut, heal = self.spaces[name].cut, self.spaces[name].heal
+
+        def healed() -> None:
+            heal()
+            self.report.faults.append((time.time() - self.began, f"{name} healed"))
+
+        cut()
+        timer = threading.Timer(seconds, healed)
+        timer.start()
+        self.timers.append(timer)
+
+    def partitions(self) -> None:
+        """The network's faults (issue 48), overlapping the others, at fixed shares of the load's time."""
+        t = self.scale.seconds
+        for share, name, seconds, why in (
+                (0.45, "worker-2", WORKER_SESSION + 4, "from everything, past its group session"),
+                (0.55, "B", SESSION + 3, "from everything, past its ZooKeeper session"),
+                (0.60, "bridge", SESSION + 3, "from ZooKeeper alone, past its session"),
+                (0.75, "n3", SESSION + 3, "from everything, past its ZooKeeper session"),
+                (0.85, "executor", 3.0, "from everything, shorter than a job's timeout")):
+            self.wait_for(share * t)
+            self.cut_off(name, seconds, why)
+        for timer in self.timers:
+            timer.join()
 
     def shard_leader(self) -> str:
         from kazoo.client import KazooClient
@@ -281,7 +344,8 @@ class Day:
         threads = [threading.Thread(target=lambda: self.metrics.extend(asyncio.run(
                        produce_all(self.bootstrap, metrics, s.metrics_per_s)))),
                    threading.Thread(target=lambda: asyncio.run(produce_all(self.bootstrap, assigns, s.assigns_per_s))),
-                   threading.Thread(target=self.bad_day)]
+                   threading.Thread(target=self.bad_day),
+                   *([threading.Thread(target=self.partitions)] if self.network else [])]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -315,6 +379,10 @@ class Day:
             self.ended.add(name)
         runs = scheduler_runs(self.home.glob("runs-*.jsonl"), {k: v[-1] for k, v in self.killed.items()}, until_t)
         report.violations["one scheduler per job"] = scheduler_violations(runs)
+        published = asyncio.run(read_log(self.bootstrap, [self.topic("scheduler-events"), self.topic("job-events")]))
+        report.violations["one bridge publishing at a time"], terms = publisher_violations(published)
+        refused = asyncio.run(read_log(self.bootstrap, [self.topic("scheduler-events.dlq"),
+                                                        self.topic("job-events.dlq")]))
         shards = check(read(self.home.glob("shard-runs-*.jsonl")), s.tasks, self.began, until_t, self.killed)
         report.violations["one shard node per task"] = [f"{a} / {b}" for a, b in shards.overlaps]
         verified = tribunal("replay", "--from-kafka", "--verify", env=self.env(), check=False, timeout=600)
@@ -326,6 +394,8 @@ class Day:
             "metrics": len(self.metrics), "decisions": len(decisions), "dispatcher jobs": self.jobs,
             "job starts": len(starts), "late reports refused": sum(d["reason_code"] == "late_report" for d in dead),
             "shard runs": len(shards.runs), "group job runs": sum(len(v) for v in runs.values()),
+            "bridge leaderships": len(terms), "stale bridge records refused": sum(
+                json.loads(r.value)["reason_code"] == "stale_publisher" for r in refused),
             "longest without a decision (s)": round(_longest_silence(decisions, self.began), 1),
             "longest a shard task went unrun (s)": f"{gap:.1f} (task {task})",
             "verify": verified.stdout.strip().splitlines()[-1] if verified.stdout.strip() else ""})
