@@ -4,7 +4,10 @@ Three measures per pool size, each over the same generated log (seeded, so runs 
   decide   `decider.on_metric` on already-parsed (app, metrical) pairs: the decision logic alone;
   fold     `pools.apply` on raw envelope bytes: validation, decision, the ScalingDecision record;
   encode   fold plus the record's canonical JSON bytes: everything a worker does but Kafka I/O.
-Rates are medians of --repeat runs. Run: `.venv/bin/python bench/core_fold.py [--records N]`.
+Each under both forms of decision (SPEC §2, issue 49): `whole` (every app in every decision, the default) and
+`changes` (a policy with `decisions: changes`: what each decision changed), and for each form the ratio of its
+encode rate at 1,000 apps to its rate at 10 (issue 49's goal: at least 0.5).
+Rates are medians of --repeat runs. Run: `.venv/bin/python bench/core_fold.py [--records N] [--forms whole]`.
 """
 
 from __future__ import annotations
@@ -28,8 +31,8 @@ SPEC = [{"Metrical": [0, 20], "Number": -10}, {"Metrical": [20, 40], "Number": -
         {"Metrical": [80, 100], "Number": 10}]
 
 
-def policy(apps: int) -> dict[str, Any]:
-    return {"kind": "decider", "version": "bench", "capacity": apps * 12,
+def policy(apps: int, form: str = "whole") -> dict[str, Any]:
+    return {"kind": "decider", "version": "bench", "capacity": apps * 12, "decisions": form,
             "initial": {f"app{i:04d}": 10 for i in range(apps)},
             "apps": [{"App": f"app{i:04d}", "Priority": 1 + i % 10, "MinNum": 2, "Spec": SPEC} for i in range(apps)]}
 
@@ -39,25 +42,22 @@ def log(apps: int, records: int, seed: int = 7) -> list[tuple[str, float]]:
     return [(f"app{rng.randrange(apps):04d}", float(rng.randrange(101))) for _ in range(records)]
 
 
-def start(apps: int) -> pools.PoolState:
-    record = SourceRecord(pools.POLICIES, 0, 0, 0, b"bench", json.dumps(policy(apps)).encode())
+def start(apps: int, form: str) -> pools.PoolState:
+    record = SourceRecord(pools.POLICIES, 0, 0, 0, b"bench", json.dumps(policy(apps, form)).encode())
     state, _ = pools.apply(pools.PoolState(), record, pools.POLICIES)
     return state
 
 
-def rate(count: int, seconds: float) -> str:
-    return f"{count / seconds:>10,.0f}"
+def measure(apps: int, records: int, repeat: int, form: str) -> tuple[float, float, float]:
+    """Records a second, median of `repeat` runs of each measure (this machine's neighbours make single runs
+    noisy)."""
+    runs = [_once(apps, records, form) for _ in range(repeat)]
+    return tuple(records / statistics.median(r[i] for r in runs) for i in range(3))  # type: ignore[return-value]
 
 
-def measure(apps: int, records: int, repeat: int) -> tuple[str, str, str]:
-    """Median of `repeat` runs of each measure (this machine's neighbours make single runs noisy)."""
-    runs = [_once(apps, records) for _ in range(repeat)]
-    return tuple(rate(records, statistics.median(r[i] for r in runs)) for i in range(3))  # type: ignore[return-value]
-
-
-def _once(apps: int, records: int) -> tuple[float, float, float]:
+def _once(apps: int, records: int, form: str) -> tuple[float, float, float]:
     metrics = log(apps, records)
-    initial = start(apps)
+    initial = start(apps, form)
 
     state = initial.decider
     assert state is not None
@@ -88,13 +88,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--records", type=int, default=100_000, help="records per pool size (1,000 apps: /10)")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--forms", default="whole,changes", help="the forms of decision measured, comma-separated")
     args = parser.parse_args()
     print(describe())
-    print(f"{'apps':>6} {'records':>9} {'decide/s':>10} {'fold/s':>10} {'encode/s':>10}")
-    for apps in (10, 100, 1000):
-        records = args.records if apps < 1000 else max(1000, args.records // 10)
-        decide, fold, encode = measure(apps, records, args.repeat)
-        print(f"{apps:>6} {records:>9} {decide} {fold} {encode}")
+    print(f"{'form':>8} {'apps':>6} {'records':>9} {'decide/s':>10} {'fold/s':>10} {'encode/s':>10}")
+    for form in args.forms.split(","):
+        encodes = {}
+        for apps in (10, 100, 1000):
+            records = args.records if apps < 1000 else max(1000, args.records // 10)
+            decide, fold, encode = measure(apps, records, args.repeat, form)
+            encodes[apps] = encode
+            print(f"{form:>8} {apps:>6} {records:>9} {decide:>10,.0f} {fold:>10,.0f} {encode:>10,.0f}")
+        print(f"{form:>8} encode/s at 1,000 apps / at 10 apps: {encodes[1000] / encodes[10]:.2f}")
 
 
 if __name__ == "__main__":

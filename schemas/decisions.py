@@ -1,8 +1,10 @@
 """Decisions tribunal writes: `scaling-decisions` (decider), `pool-instances` (what they leave each app with)
 and `justice-outcomes` (justice); and `actuations`, what an actuator made of them.
 
-Both state targets (desired totals for every app), not only deltas, so an actuator that sees a
-decision twice does no harm; both carry their cause and a per-pool `seq` for deduplication.
+Both state targets (desired totals), not only deltas, so an actuator that sees a decision twice does no harm;
+both carry their cause and a per-pool `seq` for deduplication. A decision states every app's target, or, under a
+policy with `decisions: changes` (`form: changes`), the targets it changed (issue 49): the pool's whole desired
+state is then the latest `pool-instances` record per app, or the decisions merged in seq order.
 """
 
 from __future__ import annotations
@@ -69,17 +71,30 @@ class ScalingDecision(Record):
     requested: int = Field(ge=0, description="Instances the trigger asked for (after MaxNum)")
     granted: int = Field(ge=0)
     moves: list[Move]
-    instances: dict[str, int] = Field(description="Target instances of every app after the decision")
-    metricals: dict[str, float] = Field(description="Last metrical of every app after the decision")
+    instances: dict[str, int] = Field(description=(
+        "Target instances after the decision: of every app, or (form: changes) of the apps whose count it changed "
+        "(an app that left the policy at 0) and of the trigger app"))
+    metricals: dict[str, float] = Field(description=(
+        "Last metrical after the decision: of every app, or (form: changes) of the trigger app and of the apps "
+        "whose metrical it changed (a donor reset to neutral)"))
     capacity: int
     free: int
-    scores: dict[str, float] = Field(description="Preemption scores used (100 - metrical + Priority*10)")
+    scores: dict[str, float] = Field(description=(
+        "Preemption scores used (100 - metrical + Priority*10): of every candidate, or (form: changes) of the "
+        "candidates that gave, with `scored` and `score_sum` for the rest"))
     reason_code: str
     reason: str
     mode: Literal["enforce", "observe"] = Field("enforce", description=(
         "observe: the pool's policy is observe-only; `moves` are what would move, `instances` did not change"))
     stabilization: Stabilization | None = Field(None, description="The window that shaped the reporting app's Number")
     stale: StaleHandling | None = Field(None, description="The app that went stale, and how it was handled")
+    form: Literal["changes"] | None = Field(None, description=(
+        "changes: `instances`, `metricals` and `scores` carry only what this decision changed (the pool's policy "
+        "says `decisions: changes`); absent: they carry the whole pool"))
+    scored: int | None = Field(None, ge=0, description=(
+        "form: changes, after preemption: how many candidates were scored (each one's share was computed)"))
+    score_sum: float | None = Field(None, description=(
+        "form: changes, after preemption: the sum of every candidate's score, which the shares were computed from"))
 
 
 class PoolInstances(Record):

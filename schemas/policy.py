@@ -158,6 +158,12 @@ class DeciderPolicy(Bounded):
         "At most this many instances move in one decision (growth, release); evictions are not capped"))
     preempted_cooldown_s: Seconds | None = Field(default=None, description=(
         "An app preempted is not preempted again for this many seconds"))
+    decisions: Literal["whole", "changes"] | None = Field(default=None, description=(
+        "What a ScalingDecision carries: `whole` (the default) every app's instances and metricals and every "
+        "candidate's score, each decision a self-contained record; `changes` only what the decision changed "
+        "(instances of the apps whose count changed and of the trigger app, metricals of the trigger app and of "
+        "those it reset, scores of the candidates that gave), so a decision at 1,000 apps is about as large as one "
+        "at 10. The pool's whole desired state is on `pool-instances` either way"))
 
     def timed(self) -> bool:
         """Whether any option measured in time is set: such a policy keeps the reports' times and dead-letters
@@ -253,7 +259,7 @@ class JusticePolicy(Bounded):
 PolicyRecord = Annotated[DeciderPolicy | JusticePolicy, Field(discriminator="kind")]
 
 
-POOL_OPTIONS = ("observe_only", "max_moves_per_decision", "preempted_cooldown_s")
+POOL_OPTIONS = ("observe_only", "max_moves_per_decision", "preempted_cooldown_s", "decisions")
 APP_OPTIONS = ("scale_down_stabilization_s", "scale_up_stabilization_s", "stale_after_s", "on_stale")
 
 

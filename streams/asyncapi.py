@@ -57,7 +57,8 @@ TOPICS: tuple[Topic, ...] = (
     Topic("plugin_justice", POOL, ("CommandEnvelope",), (BUSINESS,), _INPUT_READERS,
           "Load reports of the driver app for justice, in the same envelope."),
     Topic("scaling-decisions", POOL, ("ScalingDecision",), (WORKER,), (ACTUATOR, DOWNSTREAM, AUDIT),
-          "Which app grows and which gives instances up, with its cause and reasons."),
+          "Which app grows and which gives instances up, with its cause and reasons: every app's targets, or "
+          "(form: changes, as the pool's policy chooses) the targets the decision changed."),
     Topic("pool-instances", "pool/app", ("PoolInstances",), (WORKER,), (ACTUATOR, KEDA, DOWNSTREAM, AUDIT),
           "Each app's decided instances, written with the decision that set them: the desired state a client or "
           "actuator reads at start.", compacted=True),

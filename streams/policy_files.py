@@ -112,6 +112,8 @@ def _options(policy: DeciderPolicy) -> str:
         clauses.append(f"at most {policy.max_moves_per_decision} instances move a decision")
     if policy.preempted_cooldown_s is not None:
         clauses.append(f"a preempted app is spared for {policy.preempted_cooldown_s:g} s")
+    if policy.decisions == "changes":
+        clauses.append("decisions carry what they changed, not the whole pool")
     for a in policy.apps:
         windows = [f"{d} {s:g} s" for d, s in (("up", a.scale_up_stabilization_s),
                                                  ("down", a.scale_down_stabilization_s)) if s]

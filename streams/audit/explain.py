@@ -66,8 +66,9 @@ def explanations(log: KafkaLog, settings: Settings, wanted: Callable[[SourceReco
     order (stops after `until`); `describe` in place of the fold's own."""
     for record, (name, key), before, after, rows in replayed(log, settings, only):
         if wanted(record):
-            yield explain_one(record, BY_NAME[name], key, before, after, [orjson.loads(out.value) for out in rows],
-                              describe)
+            fold = BY_NAME[name]
+            yield explain_one(record, fold, key, before, after, [orjson.loads(out.value) for out in rows],
+                              describe, _self_contained(fold, (name, key), before, record, settings))
             if until is not None and coordinates(record) == until:
                 return
 
@@ -78,10 +79,24 @@ def explain(log: KafkaLog, settings: Settings, target: Coordinates) -> dict[str,
     raise NotFound(f"no input {target[0]}[{target[1]}]@{target[2]} in the log")
 
 
+def _self_contained(fold: Fold[Any], slot: tuple[str, str], before: Any, record: SourceRecord,
+                    settings: Settings) -> list[dict[str, Any]] | None:
+    """The record's outputs as they would read if each stated the whole picture (a `decisions: changes` pool's
+    decision, folded again as a whole one), or None where they do already."""
+    whole = fold.self_contained(before) if fold.self_contained is not None else before
+    if whole is before:
+        return None
+    again = Replayer(topic_prefix=settings.topic_prefix)
+    again.states[slot] = whole
+    return [orjson.loads(out.value) for out in again.feed(record)]
+
+
 def explain_one(record: SourceRecord, fold: Fold[Any], key: str, before: Any, after: Any,
                 outputs: list[dict[str, Any]],
-                describe: Callable[[str, Any], dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The input, the key's state before and after (the fold's `describe`), its outputs, and what the fold adds."""
+                describe: Callable[[str, Any], dict[str, Any]] | None = None,
+                whole: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The input, the key's state before and after (the fold's `describe`), its outputs, and what the fold adds
+    (from `whole`, the outputs stating the whole picture, where the recorded ones state what changed)."""
     describe = describe or fold.describe
     text = (record.value or b"").decode("utf-8", "replace")
     out: dict[str, Any] = {
@@ -92,7 +107,7 @@ def explain_one(record: SourceRecord, fold: Fold[Any], key: str, before: Any, af
     for output in outputs:
         if output["type"] == "DeadLetter":
             out["rejected"] = {"reason_code": output["reason_code"], "reason": output["reason"]}
-    out.update(fold.explain(before, outputs))
+    out.update(fold.explain(before, outputs if whole is None else whole))
     return out
 
 

@@ -22,7 +22,7 @@ import orjson
 from schemas.policy import DeciderPolicy, published
 from streams.audit.plots import STYLE, XAxis, instances_plot, label_x, pyplot, stamp, svg, xs_of
 from streams.core.folds import POOLS, scope
-from streams.core.pools import POLICIES, SCALING_DECISIONS, PoolState, apply, decider
+from streams.core.pools import POLICIES, SCALING_DECISIONS, PoolState, apply, decider, self_contained
 from streams.core.source import SourceRecord
 
 FLAP_MS = 60_000  # an app growing and shrinking (or the reverse) within a minute flaps
@@ -150,7 +150,7 @@ def _replay(records: list[tuple[SourceRecord, str]], in_range: Callable[[SourceR
             switched = candidate is not None
         if switched and record.value != as_record and _is_decider_policy(record, logical):
             record = record._replace(value=as_record)
-        state, outputs = apply(state, record, logical)
+        state, outputs = apply(self_contained(state), record, logical)  # both runs' decisions state every app
         if counted:
             inputs.append(record)
             run.decisions.append([orjson.loads(o.value_bytes()) for o in outputs if o.stream == SCALING_DECISIONS])

@@ -94,6 +94,8 @@ class Fold(Generic[S]):
     numbered_by: str | None = None  # the output stream whose `seq` names a decision (`explain --pool P --seq N`)
     clocked: bool = False  # its state keeps a clock from its records' timestamps (`source.event_time`): its input
     # topics are dated by the broker (`streams.topics`), so no producer's clock moves it
+    self_contained: Callable[[S], S] | None = None  # the state deciding as it would if its outputs each stated the
+    # whole picture (a pool under `decisions: changes`): what `explain` and `what-if` fold a record again with
 
     def step(self, state: S, record: SourceRecord, topic: str) -> tuple[S, list[Emit]]:
         """`apply`, with an input it applied that wrote nothing answered on `silent-inputs` (`SilentInput`).
@@ -127,6 +129,7 @@ POOLS: Fold[pools.PoolState] = Fold(
     pools.apply, pools.key_of, tables=(Table("pool-state", pool_codec.dump_state),
                                        Table("pool-policies", pool_codec.dump_policies, pool_codec.policies_changed)),
     load=pool_codec.load, describe=pool_view.describe, explain=pool_view.explain, render=pool_view.render,
+    self_contained=pools.self_contained,
     gauges=pool_view.gauges, key_name="pool", numbered_by=pools.SCALING_DECISIONS, clocked=True)
 GROUPS: Fold[groups.GroupState] = Fold(
     "groups", groups.INPUTS, groups.OUTPUTS, frozenset({groups.REJECTION_LIMITS}), groups.GroupState, groups.apply,

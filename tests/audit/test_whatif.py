@@ -156,3 +156,15 @@ def test_the_clock_of_a_what_if_never_runs_back() -> None:
     run = compare(log, "pool-a", DeciderPolicy.model_validate(policy)).in_force
     assert run.times == [T0, T0 + 3_600_000, T0 + 3_600_000]
     assert run.instance_hours(T0 + 3_600_000) == {"ats": 5.0, "hadoop": 5.0, "redis": 4.0, "spark": 4.0}
+
+
+@pytest.mark.parametrize(("recorded", "candidate_form"), [("changes", None), (None, "changes")])
+def test_the_form_of_decision_alone_is_no_difference(recorded: str | None, candidate_form: str | None) -> None:
+    """Issue 49: a pool under `decisions: changes` against the same policy stating whole decisions (or the
+    reverse) decides the same: what-if compares what was decided, not how much of the pool a record restates."""
+    form = {} if recorded is None else {"decisions": recorded}
+    log = [r._replace(value=json.dumps(in_force(**form)).encode()) if r.topic == "policies" else r
+           for r in crash_like_log(5, 300)]
+    other = candidate(**({} if candidate_form is None else {"decisions": candidate_form}))
+    assert compare(log, "pool-0", other).differences == []
+    assert compare(log, "pool-0", candidate(capacity=20)).differences  # and a real change still shows

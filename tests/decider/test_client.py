@@ -1,5 +1,6 @@
 """The decider's client live: reports, policies and observations written; decisions heard, typed, at most once
-per process; a client that starts late knows the desired instances at once, from `pool-instances`."""
+per process; a client that starts late knows the desired instances at once, from `pool-instances`; a pool whose
+decisions carry what they changed (issue 49) keeps the same desired state."""
 
 from __future__ import annotations
 
@@ -9,6 +10,35 @@ from streams import kafka
 from streams.decider import DeciderClient
 from tests.decider.conftest import Loop, policy
 from tests.helpers import eventually, tribunal
+
+
+def test_a_pool_whose_decisions_carry_what_they_changed_has_the_same_desired_state(loop: Loop) -> None:
+    """Before the test below, which forges records on the loop's topics (`replay --verify` reads them all)."""
+    async def scenario() -> None:
+        async with DeciderClient(loop.settings, "c2") as client:
+            heard = []
+            client.on_decision(heard.append)
+            ready = asyncio.Event()
+            following = asyncio.create_task(client.run(ready))
+            await asyncio.wait_for(ready.wait(), 60)
+            await client.apply_policy(policy().model_copy(update={"decisions": "changes"}))
+            await client.report("web", 90)
+            await client.observe("batch", 2)
+            await eventually(lambda: len(heard) >= 3, "the policy's decision, the report's and the observation's")
+            assert [(d.form, dict(d.instances)) for d in heard] == [
+                ("changes", {"web": 1, "batch": 1}), ("changes", {"web": 5}), ("changes", {"batch": 2})]
+            assert client.desired().instances == {"web": 5, "batch": 2} and client.desired().seq == 3
+            verified = await asyncio.to_thread(tribunal, "replay", "--from-kafka", "--verify", env=loop.env)
+            assert "agree" in verified.stdout, verified.stdout
+            following.cancel()
+        async with DeciderClient(loop.settings, "c2", group_id=None) as late:
+            ready = asyncio.Event()
+            following = asyncio.create_task(late.run(ready))
+            await asyncio.wait_for(ready.wait(), 60)
+            assert (late.desired().instances, late.desired().seq) == ({"web": 5, "batch": 2}, 3)
+            following.cancel()
+
+    asyncio.run(scenario())
 
 
 def test_the_client_writes_hears_each_decision_once_and_a_late_one_starts_from_the_desired_state(loop: Loop) -> None:

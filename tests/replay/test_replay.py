@@ -183,3 +183,14 @@ def test_a_key_that_is_not_utf8_is_exported_and_read_back_exactly() -> None:
         row = json.loads(json.dumps(export_row("policies", 0, 1, 2, key, b"{}")))
         assert record_of(row).key == key
         assert ("key_b64" in row) == (key == b"\xc3\x28pool")
+
+
+def test_a_log_decided_before_decisions_could_carry_only_changes_replays_to_the_same_bytes(tmp_path: Path) -> None:
+    """Issue 49: a pool keeps the form it was decided in. The inputs (`data/make_before_49.py`: three pools, every
+    kind of decision) replayed on this tree give, byte for byte, what the tree before the change wrote."""
+    data = Path(__file__).parent / "data"
+    out = tmp_path / "out.jsonl"
+    tribunal("replay", "-i", str(data / "decisions-before-49.inputs.jsonl"), "-o", str(out))
+    expected = (data / "decisions-before-49.outputs.jsonl").read_bytes()
+    assert expected.count(b"scaling-decisions") > 200 and b'"round":"preempt"' in expected
+    assert out.read_bytes() == expected

@@ -17,7 +17,9 @@ from streams.core.pools.fold import (
     PoolState,
     apply,
     key_of,
+    self_contained,
 )
 
 __all__ = ["CLUSTER_EVENTS", "INPUTS", "JUSTICE_OUTCOMES", "OUTPUTS", "PLUGIN_DECIDER", "PLUGIN_JUSTICE", "POLICIES",
-           "POOL_INSTANCES", "SCALING_DECISIONS", "PoolState", "apply", "key_of"]
+           "POOL_INSTANCES", "SCALING_DECISIONS", "PoolState", "apply", "key_of",
+           "self_contained"]

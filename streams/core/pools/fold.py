@@ -9,6 +9,7 @@ to the dead-letter stream with the reason; it is idempotent by input offset.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Final, final
 
 from pydantic import TypeAdapter, ValidationError
@@ -205,6 +206,16 @@ def _decider_metric(state: PoolState, record: SourceRecord, pool: str) -> tuple[
     return state, [*emits, *emitted]
 
 
+def self_contained(state: PoolState) -> PoolState:
+    """The pool deciding as under `decisions: whole`, each decision stating every app (the same state otherwise):
+    `explain` and `what-if` fold a record with it to show a `decisions: changes` pool's whole picture."""
+    d = state.decider
+    if d is None or not d.policy.changes_only:
+        return state
+    whole = replace(d.policy, changes_only=False)
+    return state.with_decider(DeciderState(whole, d.capacity, d.instances, d.metricals, d.idle, d.timing, d.used))
+
+
 def _decision(state: PoolState, current: DeciderState, record: SourceRecord, pool: str,
               trigger: Mapping[str, Any], verdict: Verdict,
               before: DeciderState | None = None) -> tuple[PoolState, list[Emit]]:
@@ -221,26 +232,83 @@ def _decision(state: PoolState, current: DeciderState, record: SourceRecord, poo
     state, seq = state.numbered(SCALING_DECISIONS, current, state.justice)
     instances, metricals = current.by_name()
     cause = cause_of(record, state.applied)
+    changed: list[tuple[str, int]] = []
+    if previous is None or previous.instances is not current.instances:
+        if previous is not None and previous.policy is current.policy:
+            changed = _moved(previous, current, verdict.moves)
+        else:
+            changed = _changed(previous, instances)
+    changes = current.policy.changes_only
     out = {
         "type": "ScalingDecision", "pool": pool, "seq": seq, "cause": cause,
         "policy_version": current.policy.version, "trigger": trigger, "outcome": verdict.outcome,
         "requested": verdict.requested, "granted": verdict.granted, "moves": verdict.moves,
-        "instances": instances, "metricals": metricals,
-        "capacity": current.capacity, "free": current.free, "scores": verdict.scores,
+        "instances": _instances_shown(current, trigger, changed) if changes else instances,
+        "metricals": _metricals_shown(previous, current, trigger, verdict.moves, metricals) if changes else metricals,
+        "capacity": current.capacity, "free": current.free,
+        "scores": _givers(verdict) if changes else verdict.scores,
         "reason_code": verdict.reason_code, "reason": verdict.reason,
     }
     if observing:
         out["mode"] = "observe"
     if verdict.shaped:
         out.update(verdict.shaped)
+    if changes:
+        out["form"] = "changes"
+        if verdict.scores:
+            out["scored"], out["score_sum"] = len(verdict.scores), sum(verdict.scores.values())
     emits = [Emit(SCALING_DECISIONS, pool, out)]
-    if previous is None or previous.instances is not current.instances:
-        if previous is not None and previous.policy is current.policy:
-            changed = _moved(previous, current, verdict.moves)
-        else:
-            changed = _changed(previous, instances)
+    if changed:
         emits += _instances_set(pool, changed, seq, current.policy.version, cause)
     return state, emits
+
+
+def _trigger_key(current: DeciderState, trigger: Mapping[str, Any]) -> str | None:
+    """The trigger app's key in the policy, if the trigger names one of its apps."""
+    app = trigger.get("app")
+    key = app.casefold() if isinstance(app, str) else None
+    return key if key is not None and key in current.policy.by_key else None
+
+
+def _instances_shown(current: DeciderState, trigger: Mapping[str, Any],
+                     changed: list[tuple[str, int]]) -> dict[str, int]:
+    """`decisions: changes`: the instances of the apps the decision changed (`changed`, as `pool-instances` gets
+    them: rule order, then apps that left the policy at 0) and of the trigger app, in rule order."""
+    shown = dict(changed)
+    key = _trigger_key(current, trigger)
+    if key is not None:
+        rule = current.policy.by_key[key]
+        shown.setdefault(rule.name, current.instances[key])
+    by_key = current.policy.by_key
+    return dict(sorted(shown.items(), key=lambda item: (item[0].casefold() not in by_key, item[0].casefold())))
+
+
+def _metricals_shown(previous: DeciderState | None, current: DeciderState, trigger: Mapping[str, Any],
+                     moves: tuple[MoveRecord, ...], metricals: Mapping[str, float]) -> dict[str, float]:
+    """`decisions: changes`: the trigger app's metrical and those the decision changed, in rule order. Under one
+    policy only the trigger and the apps a move names can have changed (a donor is reset to neutral); a new policy
+    is compared app by app."""
+    policy = current.policy
+    if previous is None or previous.policy is not policy:
+        before = previous.by_name()[1] if previous is not None else {}
+        key = _trigger_key(current, trigger)
+        return {name: m for name, m in metricals.items()
+                if before.get(name) != m or (key is not None and name == policy.by_key[key].name)}
+    keys = {m[end].casefold() for m in moves for end in ("from", "to")}
+    key = _trigger_key(current, trigger)
+    after, before_by_key = current.metricals, previous.metricals
+    shown = sorted(k for k in keys if k in policy.by_key and after[k] != before_by_key[k])
+    if key is not None and key not in shown:
+        shown = sorted([*shown, key])
+    return {policy.by_key[k].name: after[k] for k in shown}
+
+
+def _givers(verdict: Verdict) -> Mapping[str, float]:
+    """`decisions: changes`: the scores of the candidates that gave, in the order they were scored."""
+    if not verdict.scores:
+        return verdict.scores
+    gave = {m["from"] for m in verdict.moves if m["round"] == "preempt"}
+    return {name: score for name, score in verdict.scores.items() if name in gave}
 
 
 def _moved(previous: DeciderState, current: DeciderState, moves: tuple[MoveRecord, ...]) -> list[tuple[str, int]]:

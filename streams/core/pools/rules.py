@@ -70,6 +70,7 @@ class CompiledPolicy:
     cooldown_ms: int | None = None  # preempted_cooldown_s
     timed: bool = False  # some option is measured in time: states keep a `Timing`
     stale_ms: dict[str, int] = field(default_factory=dict, compare=False)  # app -> stale_after, of apps with one
+    changes_only: bool = False  # decisions: changes (a decision carries what it changed, not the whole pool)
 
 
 def _ms(seconds: float | None) -> int:
@@ -97,4 +98,5 @@ def compile_policy(policy: DeciderPolicy) -> CompiledPolicy:
                           named_as_keys=all(r.name == r.key for r in rules), source=policy,
                           observe_only=policy.observe_only, max_moves=policy.max_moves_per_decision,
                           cooldown_ms=_ms(policy.preempted_cooldown_s) or None, timed=policy.timed(),
-                          stale_ms={r.key: r.stale_ms for r in rules if r.stale_ms})
+                          stale_ms={r.key: r.stale_ms for r in rules if r.stale_ms},
+                          changes_only=policy.decisions == "changes")
