@@ -17,6 +17,7 @@ import yaml
 from pydantic import TypeAdapter, ValidationError
 
 from schemas.policy import DeciderPolicy, JusticePolicy, PolicyRecord
+from streams import pool_sizes
 from streams.errors import ConfigError
 
 _POLICY: TypeAdapter[DeciderPolicy | JusticePolicy] = TypeAdapter(PolicyRecord)
@@ -73,11 +74,17 @@ def _where(loc: tuple[Any, ...], record: dict[str, Any]) -> str:
 
 def validate(record: dict[str, Any], source: str = "policy") -> DeciderPolicy | JusticePolicy:
     try:
-        return _POLICY.validate_python(record)
+        policy = _POLICY.validate_python(record)
     except ValidationError as e:
         problems = [f"{_where(tuple(err['loc']), record)}: {err['msg'].removeprefix('Value error, ')}"
                     for err in e.errors()]
         raise PolicyInvalid(source, problems) from None
+    if isinstance(policy, DeciderPolicy):
+        try:
+            pool_sizes.check(policy)
+        except pool_sizes.RecordTooLarge as e:
+            raise PolicyInvalid(source, [str(e)]) from None
+    return policy
 
 
 def load(path: Path, version: str | None = None, capacity: int | None = None) -> DeciderPolicy | JusticePolicy:
@@ -98,8 +105,10 @@ def summary(policy: DeciderPolicy | JusticePolicy) -> str:
                          for a in policy.apps)
         start = policy.starting_instances()
         capacity = policy.capacity if policy.capacity is not None else sum(start.values())
+        largest = max(pool_sizes.bounds(policy).values())
         return (f"valid decider policy {policy.version}: {len(policy.apps)} apps ({apps}); capacity {capacity}, "
-                f"starting at " + ", ".join(f"{k} {v}" for k, v in start.items()) + _options(policy))
+                f"starting at " + ", ".join(f"{k} {v}" for k, v in start.items()) + _options(policy)
+                + f"; its largest record at most {largest:,} bytes of {pool_sizes.RECORD_LIMIT:,}")
     rules = len(policy.policy.Spec)
     return (f"valid justice policy {policy.version}: driver {policy.policy.App}, {rules} rules"
             + (f", capacity {policy.capacity}" if policy.capacity is not None else ""))

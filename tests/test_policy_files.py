@@ -115,12 +115,13 @@ def test_a_policy_without_the_options_is_not_timed_and_its_summary_names_them_wh
     assert not plain.timed()  # type: ignore[union-attr]
     from streams.policy_files import summary
 
-    assert ";" not in summary(plain).split("starting at")[1]
-    record = {**seed_policy(), **OPTIONS, "apps": [app("ats", 1, 3, **APP_OPTIONS[0]),
-                                                   app("hadoop", 2, 2, **APP_OPTIONS[3])]}
+    options, size = summary(plain).split("starting at")[1].split("; its largest record at most ")
+    assert ";" not in options and size.endswith(" bytes of 1,048,576"), size
+    record = {**seed_policy(), **OPTIONS, "decisions": "changes", "apps": [app("ats", 1, 3, **APP_OPTIONS[0]),
+                                                                           app("hadoop", 2, 2, **APP_OPTIONS[3])]}
     text = summary(validate(record))
     for part in ("observe-only", "at most 3 instances", "spared for 120 s", "ats stabilized up 15.5 s, down 300 s",
-                 "hadoop stale after 90 s: as if it reported 35"):
+                 "hadoop stale after 90 s: as if it reported 35", "decisions carry what they changed"):
         assert part in text, text
 
 

@@ -34,7 +34,7 @@ import orjson
 from schemas.cluster import InstancesObserved
 from schemas.decisions import ScalingDecision
 from schemas.policy import DeciderPolicy, JusticePolicy, published
-from streams import kafka
+from streams import kafka, pool_sizes
 from streams.clients import Writer, Written, envelope
 from streams.core.pools import CLUSTER_EVENTS, PLUGIN_DECIDER, POLICIES, POOL_INSTANCES, SCALING_DECISIONS
 from streams.errors import ConfigError
@@ -95,7 +95,10 @@ class DeciderClient(Writer):
         return await self.write(PLUGIN_DECIDER, self._pool(pool), envelope(app, metrical, PLUGIN_DECIDER))
 
     async def apply_policy(self, policy: DeciderPolicy | JusticePolicy, pool: str | None = None) -> Written:
-        """Put `policy` in force for the pool, from its next record on."""
+        """Put `policy` in force for the pool, from its next record on; `RecordTooLarge` if a record of the pool
+        under it could pass the size Kafka takes (`streams.pool_sizes`), and nothing is written."""
+        if isinstance(policy, DeciderPolicy):
+            pool_sizes.check(policy)
         return await self.write(POLICIES, self._pool(pool), orjson.dumps(published(policy)))
 
     async def observe(self, app: str, instances: int, pool: str | None = None) -> Written:

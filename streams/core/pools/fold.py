@@ -238,17 +238,20 @@ def _decision(state: PoolState, current: DeciderState, record: SourceRecord, poo
             changed = _moved(previous, current, verdict.moves)
         else:
             changed = _changed(previous, instances)
-    changes = current.policy.changes_only
     out = {
         "type": "ScalingDecision", "pool": pool, "seq": seq, "cause": cause,
         "policy_version": current.policy.version, "trigger": trigger, "outcome": verdict.outcome,
         "requested": verdict.requested, "granted": verdict.granted, "moves": verdict.moves,
-        "instances": _instances_shown(current, trigger, changed) if changes else instances,
-        "metricals": _metricals_shown(previous, current, trigger, verdict.moves, metricals) if changes else metricals,
-        "capacity": current.capacity, "free": current.free,
-        "scores": _givers(verdict) if changes else verdict.scores,
+        "instances": instances, "metricals": metricals,
+        "capacity": current.capacity, "free": current.free, "scores": verdict.scores,
         "reason_code": verdict.reason_code, "reason": verdict.reason,
     }
+    changes = current.policy.changes_only
+    if changes:  # the same fields, holding what the decision changed
+        key = _trigger_key(current, trigger)
+        out["instances"] = _instances_shown(current, key, changed)
+        out["metricals"] = _metricals_shown(previous, current, key, verdict.moves, metricals)
+        out["scores"] = _givers(verdict)
     if observing:
         out["mode"] = "observe"
     if verdict.shaped:
@@ -270,33 +273,33 @@ def _trigger_key(current: DeciderState, trigger: Mapping[str, Any]) -> str | Non
     return key if key is not None and key in current.policy.by_key else None
 
 
-def _instances_shown(current: DeciderState, trigger: Mapping[str, Any],
-                     changed: list[tuple[str, int]]) -> dict[str, int]:
+def _instances_shown(current: DeciderState, key: str | None, changed: list[tuple[str, int]]) -> dict[str, int]:
     """`decisions: changes`: the instances of the apps the decision changed (`changed`, as `pool-instances` gets
-    them: rule order, then apps that left the policy at 0) and of the trigger app, in rule order."""
-    shown = dict(changed)
-    key = _trigger_key(current, trigger)
-    if key is not None:
-        rule = current.policy.by_key[key]
-        shown.setdefault(rule.name, current.instances[key])
+    them: rule order, then apps that left the policy at 0) and of the trigger app (its key `key`), in rule order."""
     by_key = current.policy.by_key
+    if not changed:  # most decisions: the trigger app's alone
+        return {} if key is None else {by_key[key].name: current.instances[key]}
+    shown = dict(changed)
+    if key is not None:
+        shown.setdefault(by_key[key].name, current.instances[key])
     return dict(sorted(shown.items(), key=lambda item: (item[0].casefold() not in by_key, item[0].casefold())))
 
 
-def _metricals_shown(previous: DeciderState | None, current: DeciderState, trigger: Mapping[str, Any],
+def _metricals_shown(previous: DeciderState | None, current: DeciderState, key: str | None,
                      moves: tuple[MoveRecord, ...], metricals: Mapping[str, float]) -> dict[str, float]:
-    """`decisions: changes`: the trigger app's metrical and those the decision changed, in rule order. Under one
-    policy only the trigger and the apps a move names can have changed (a donor is reset to neutral); a new policy
-    is compared app by app."""
+    """`decisions: changes`: the trigger app's metrical (its key `key`) and those the decision changed, in rule
+    order. Under one policy only the trigger and the apps a move names can have changed (a donor is reset to
+    neutral); a new policy is compared app by app."""
     policy = current.policy
+    after = current.metricals
     if previous is None or previous.policy is not policy:
         before = previous.by_name()[1] if previous is not None else {}
-        key = _trigger_key(current, trigger)
-        return {name: m for name, m in metricals.items()
-                if before.get(name) != m or (key is not None and name == policy.by_key[key].name)}
+        trigger = policy.by_key[key].name if key is not None else None
+        return {name: m for name, m in metricals.items() if before.get(name) != m or name == trigger}
+    if not moves:  # nothing moved: only the trigger's report changed a metrical
+        return {} if key is None else {policy.by_key[key].name: after[key]}
     keys = {m[end].casefold() for m in moves for end in ("from", "to")}
-    key = _trigger_key(current, trigger)
-    after, before_by_key = current.metricals, previous.metricals
+    before_by_key = previous.metricals
     shown = sorted(k for k in keys if k in policy.by_key and after[k] != before_by_key[k])
     if key is not None and key not in shown:
         shown = sorted([*shown, key])
