@@ -63,8 +63,8 @@ def group(worker_env: dict[str, str], zookeeper: str, unique: str, tmp_path: Pat
     try:
         yield g
     finally:
+        g.close()  # first: a bridge whose proxy is gone waits out its session's close
         g.proxy.close()
-        g.close()
 
 
 def published(kafka: str, unique: str) -> dict[str, list[Any]]:
