@@ -33,7 +33,7 @@ from typing import Any
 
 import orjson
 from aiokafka import AIOKafkaProducer
-from e2e import TRIBUNAL, _p99, collect, produce, reader, run_baseline, start_worker, worker_cpu, worker_env  # type: ignore[import-not-found]
+from e2e import TRIBUNAL, _p99, collect, loop_backlog, produce, reader, start_worker, worker_cpu, worker_env  # type: ignore[import-not-found]
 from machine import describe, local_stack  # type: ignore[import-not-found]
 
 
@@ -156,7 +156,7 @@ def stages(run: Run) -> str:
 
 async def main_async(args: argparse.Namespace, cluster: Any) -> None:
     bootstrap, home, zk = cluster.topology.bootstrap, cluster.topology.home, cluster.topology.zookeeper_hosts
-    loop_rate = 0.0 if args.latency_only else (await run_baseline(bootstrap, 20_000, 1_000, 3))[0]
+    loop_rate = 0.0 if args.latency_only else await loop_backlog(bootstrap, "base", 20_000, False)
     results = []
     for label, spaces in () if args.latency_only else (("one namespace", 1), ("ten namespaces", 10)):
         cap = args.cap // spaces

@@ -139,10 +139,8 @@ class Day:
 
     def start(self, name: str, *args: str, env: dict[str, str] | None = None) -> Service:
         wrap = self.spaces[name].wrap([]) if name in self.spaces else []
-        service = (Worker(env or self.env(name), self.home / f"{name}.log") if not args
+        service = (Worker(env or self.env(name), self.home / f"{name}.log", wrap=wrap) if not args
                    else Service(env or self.env(), self.home / f"{name}.log", *args, wrap=wrap))
-        if isinstance(service, Worker):
-            service.wrap = wrap
         service.start()
         self.services[name] = service
         return service

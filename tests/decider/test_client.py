@@ -5,22 +5,30 @@ decisions carry what they changed (issue 49) keeps the same desired state."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
+from schemas.decisions import ScalingDecision
 from streams import kafka
 from streams.decider import DeciderClient
 from tests.decider.conftest import Loop, policy
 from tests.helpers import eventually, tribunal
 
 
+async def following(client: DeciderClient) -> tuple[list[ScalingDecision], asyncio.Task[Any]]:
+    """The decisions `client` hears from now on, and its running follower, once it has caught up."""
+    heard: list[ScalingDecision] = []
+    client.on_decision(heard.append)
+    ready = asyncio.Event()
+    task = asyncio.create_task(client.run(ready))
+    await asyncio.wait_for(ready.wait(), 60)
+    return heard, task
+
+
 def test_a_pool_whose_decisions_carry_what_they_changed_has_the_same_desired_state(loop: Loop) -> None:
     """Before the test below, which forges records on the loop's topics (`replay --verify` reads them all)."""
     async def scenario() -> None:
         async with DeciderClient(loop.settings, "c2") as client:
-            heard = []
-            client.on_decision(heard.append)
-            ready = asyncio.Event()
-            following = asyncio.create_task(client.run(ready))
-            await asyncio.wait_for(ready.wait(), 60)
+            heard, follower = await following(client)
             await client.apply_policy(policy().model_copy(update={"decisions": "changes"}))
             await client.report("web", 90)
             await client.observe("batch", 2)
@@ -30,13 +38,11 @@ def test_a_pool_whose_decisions_carry_what_they_changed_has_the_same_desired_sta
             assert client.desired().instances == {"web": 5, "batch": 2} and client.desired().seq == 3
             verified = await asyncio.to_thread(tribunal, "replay", "--from-kafka", "--verify", env=loop.env)
             assert "agree" in verified.stdout, verified.stdout
-            following.cancel()
+            follower.cancel()
         async with DeciderClient(loop.settings, "c2", group_id=None) as late:
-            ready = asyncio.Event()
-            following = asyncio.create_task(late.run(ready))
-            await asyncio.wait_for(ready.wait(), 60)
+            _, follower = await following(late)
             assert (late.desired().instances, late.desired().seq) == ({"web": 5, "batch": 2}, 3)
-            following.cancel()
+            follower.cancel()
 
     asyncio.run(scenario())
 
@@ -44,11 +50,7 @@ def test_a_pool_whose_decisions_carry_what_they_changed_has_the_same_desired_sta
 def test_the_client_writes_hears_each_decision_once_and_a_late_one_starts_from_the_desired_state(loop: Loop) -> None:
     async def scenario() -> None:
         async with DeciderClient(loop.settings, "c1") as client:
-            heard = []
-            client.on_decision(heard.append)
-            ready = asyncio.Event()
-            following = asyncio.create_task(client.run(ready))
-            await asyncio.wait_for(ready.wait(), 60)
+            heard, follower = await following(client)
             assert client.desired().seq == 0
             await client.apply_policy(policy())
             await client.report("web", 90)
@@ -73,20 +75,16 @@ def test_the_client_writes_hears_each_decision_once_and_a_late_one_starts_from_t
             await eventually(lambda: client.unreadable == 1, "the unreadable record counted")
             await asyncio.sleep(0.5)
             assert [d.seq for d in heard] == [1, 2, 3] and client.desired().seq == 3
-            following.cancel()
+            follower.cancel()
 
         async with DeciderClient(loop.settings, "c1", group_id=None) as late:
-            replayed = []
-            late.on_decision(replayed.append)
-            ready = asyncio.Event()
-            following = asyncio.create_task(late.run(ready))
-            await asyncio.wait_for(ready.wait(), 60)
+            replayed, follower = await following(late)
             assert (late.desired().instances, late.desired().seq) == ({"web": 3, "batch": 1}, 3)
             await asyncio.sleep(1.0)
             assert replayed == []  # started from the desired state: no decision read again
             await late.report("batch", 90)
             await eventually(lambda: len(replayed) >= 1, "the next decision")
             assert replayed[0].seq == 4 and late.desired().instances == {"web": 3, "batch": 5}
-            following.cancel()
+            follower.cancel()
 
     asyncio.run(scenario())

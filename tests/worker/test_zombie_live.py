@@ -33,8 +33,8 @@ def test_a_worker_cut_off_mid_batch_is_fenced_and_nothing_is_decided_twice_or_lo
     space = network.namespace()
     base = {**env_of(kafka, unique, tmp_path), "TRIBUNAL_SESSION_TIMEOUT": str(SESSION)}
     tribunal("topics", "create", env=base)
-    zombie = Worker({**base, "TRIBUNAL_DATA_DIR": str(tmp_path / "zombie")}, tmp_path / "zombie.log")
-    zombie.wrap = space.wrap([])
+    zombie = Worker({**base, "TRIBUNAL_DATA_DIR": str(tmp_path / "zombie")}, tmp_path / "zombie.log",
+                    wrap=space.wrap([]))
     other = Worker({**base, "TRIBUNAL_DATA_DIR": str(tmp_path / "other"), "TRIBUNAL_WEB_PORT": str(
         int(base["TRIBUNAL_WEB_PORT"]) + 1)}, tmp_path / "other.log")
     try:

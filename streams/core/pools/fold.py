@@ -212,8 +212,7 @@ def self_contained(state: PoolState) -> PoolState:
     d = state.decider
     if d is None or not d.policy.changes_only:
         return state
-    whole = replace(d.policy, changes_only=False)
-    return state.with_decider(DeciderState(whole, d.capacity, d.instances, d.metricals, d.idle, d.timing, d.used))
+    return state.with_decider(d.with_policy(replace(d.policy, changes_only=False)))
 
 
 def _decision(state: PoolState, current: DeciderState, record: SourceRecord, pool: str,

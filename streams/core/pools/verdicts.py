@@ -82,6 +82,11 @@ class DeciderState(Frozen):
         """This state with the same instances: a decision that moved nothing."""
         return DeciderState(self.policy, self.capacity, self.instances, metricals, idle, timing, self.used)
 
+    def with_policy(self, policy: CompiledPolicy) -> DeciderState:
+        """This state under another compilation of its policy (`fold.self_contained`: the same rules, another form
+        of decision)."""
+        return DeciderState(policy, self.capacity, self.instances, self.metricals, self.idle, self.timing, self.used)
+
     def with_capacity(self, capacity: int) -> DeciderState:
         return DeciderState(self.policy, capacity, self.instances, self.metricals, self.idle, self.timing, self.used)
 
