@@ -94,7 +94,8 @@ class ScalingDecision(Record):
     scored: int | None = Field(None, ge=0, description=(
         "form: changes, after preemption: how many candidates were scored (each one's share was computed)"))
     score_sum: float | None = Field(None, description=(
-        "form: changes, after preemption: the sum of every candidate's score, which the shares were computed from"))
+        "form: changes, after preemption: the sum of every candidate's score, which the shares were computed from "
+        "(exactly, rounded once)"))
 
 
 class PoolInstances(Record):

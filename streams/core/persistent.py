@@ -6,11 +6,15 @@ pyrsistent's maps and sets, which the groups fold used before, were measured bes
 to change and a hundred times slower to look up, and the groups fold costs 1.4-2x less with `Map`
 (`bench/groups_fold.py`, the performance history). A set is a `Map` whose values are all None; the helpers
 below give it a set's operations.
+
+A pool's apps (`streams.core.pools`) are a `Map` under `decisions: changes` and a dict, copied per change,
+under the whole form, whose every decision lists every app anyway: `editable`, `edited` and `updated` serve
+both, so a fold reads and changes either the same way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Mapping, MutableMapping
 from typing import Any, TypeVar
 
 from immutables import Map
@@ -50,3 +54,24 @@ def less(members: Map[K, None], items: Iterable[K]) -> Map[K, None]:
         if item in changing:
             del changing[item]
     return changing.finish()
+
+
+def editable(mapping: Mapping[K, V]) -> MutableMapping[K, V]:
+    """A copy of `mapping` to change while a decision is worked out: a mutation of a `Map` (a path copied per
+    change), a dict's copy otherwise. `edited` makes it a mapping of the first's kind again."""
+    if isinstance(mapping, Map):
+        return mapping.mutate()  # type: ignore[return-value]  # the stubs' MapMutation is no MutableMapping
+    return dict(mapping)
+
+
+def edited(editing: MutableMapping[K, V]) -> Mapping[K, V]:
+    if isinstance(editing, dict):
+        return editing
+    return editing.finish()  # type: ignore[attr-defined, no-any-return]  # a MapMutation (`editable`)
+
+
+def updated(mapping: Mapping[K, V], key: K, value: V) -> Mapping[K, V]:
+    """`mapping` with `key` set to `value`, of `mapping`'s kind (`Map.set`, a dict's copy)."""
+    if isinstance(mapping, Map):
+        return mapping.set(key, value)
+    return {**mapping, key: value}

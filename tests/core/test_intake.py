@@ -89,3 +89,41 @@ def test_every_record_yields_exactly_one_output_and_seqs_have_no_gaps(values: li
         seqs[out.stream].append(json.loads(out.value_bytes())["seq"])
     for numbers in seqs.values():
         assert numbers == list(range(1, len(numbers) + 1))
+
+
+scalars = st.none() | st.booleans() | st.integers(-10, 200) | st.floats(-10, 200) | st.text(max_size=8)
+json_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3)
+                           | st.dictionaries(st.text(max_size=4), inner, max_size=3), max_leaves=6)
+
+
+@given(st.one_of(st.text(max_size=6), st.none(), st.integers(0, 5)),
+       st.one_of(st.integers(-5, 105), st.floats(-5, 105, allow_nan=False), st.booleans(), st.none(),
+                 st.text(max_size=5), json_values),
+       st.sampled_from(["app-metrical", "other", ""]), st.sampled_from([CHANNEL, "plugin_justice"]),
+       st.dictionaries(st.sampled_from(["Extra", "App", "Metrical", "Body"]), json_values, max_size=2),
+       st.booleans())
+def test_the_plain_reading_accepts_only_what_the_models_accept_and_reads_it_alike(
+        app: object, metrical: object, command: str, channel: str, extra: dict[str, object],
+        duplicated: bool) -> None:
+    """`intake._plain` reads a well-formed metric without the models: whatever it reads, the models read the
+    same (app, metrical); whatever it leaves, the models decide. Duplicate keys, extra fields, booleans,
+    strings, bounds and nesting included."""
+    from schemas.envelope import CommandEnvelope, MetricBody
+    from streams.core.intake import _plain
+    body = json.dumps({**extra, "App": app, "Metrical": metrical})
+    if duplicated:  # a key twice: both readers take the last
+        body = body[:-1] + ', "Metrical": 50}'
+    value = json.dumps({"Command": command, "Channel": channel, "Body": body, **extra}).encode()
+    plain = _plain(value, CHANNEL)
+    try:
+        outer = CommandEnvelope.model_validate_json(value)
+        inner = MetricBody.model_validate_json(outer.Body)
+        modelled: tuple[str, float] | None = (inner.App, inner.Metrical)
+        modelled = modelled if (outer.Command, outer.Channel) == ("app-metrical", CHANNEL) else None
+    except ValueError:
+        modelled = None
+    if plain is not None:
+        assert plain == modelled and type(plain[1]) is float
+    elif modelled is not None:  # left to the models: only what the seed's producers never write
+        assert not isinstance(metrical, int | float) or isinstance(metrical, bool) or "Body" in extra \
+            or not isinstance(app, str), (value, modelled)

@@ -32,8 +32,9 @@ def dump_state(state: PoolState) -> dict[str, Any]:
     out: dict[str, Any] = {"seqs": dict(state.seqs), "offsets": dict(state.offsets), "applied": state.applied}
     if state.decider is not None:
         d = state.decider
-        out["decider"] = {"version": d.policy.version, "capacity": d.capacity, "instances": dict(d.instances),
-                          "metricals": dict(d.metricals)}
+        instances, metricals = d.by_key()
+        out["decider"] = {"version": d.policy.version, "capacity": d.capacity, "instances": dict(instances),
+                          "metricals": dict(metricals)}
         if d.timing is not None:
             t = d.timing
             out["decider"]["timing"] = {

@@ -11,10 +11,12 @@ exact fractions, so the same log always yields the same bytes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 
 from schemas.policy import DeciderPolicy
+from streams.core.persistent import editable, edited, updated
 from streams.core.pools.grants import grow
+from streams.core.pools.ranks import offered
 from streams.core.pools.rules import FREE, NEUTRAL, AppRule, CompiledPolicy, compile_policy, shown
 from streams.core.pools.timing import GIVE_ALL, Timing, reported, stabilized, went_stale
 from streams.core.pools.verdicts import (
@@ -27,7 +29,6 @@ from streams.core.pools.verdicts import (
     mark,
     move,
     move_cap,
-    offered,
     reset,
 )
 
@@ -103,7 +104,7 @@ def set_capacity(state: DeciderState, capacity: int) -> tuple[DeciderState, Verd
 
 def observe(state: DeciderState, observed: Mapping[str, int]) -> tuple[DeciderState, Verdict]:
     """InstancesObserved: the actuator's counts replace the targets of the apps it lists."""
-    instances = dict(state.instances)
+    instances = editable(state.instances)
     moves = []
     used = state.used
     for key in sorted(observed):
@@ -114,7 +115,7 @@ def observe(state: DeciderState, observed: Mapping[str, int]) -> tuple[DeciderSt
                          else move(rule.name, FREE, -delta, "observed"))
         instances[key] = observed[key]
         used += delta
-    state, evicted, note = _evict(state.with_instances(instances, used))
+    state, evicted, note = _evict(state.with_instances(edited(instances), used, observed))
     reason = "observed " + ", ".join(f"{state.policy.by_key[k].name} {observed[k]}" for k in sorted(observed))
     if evicted:
         return state, decided("evicted", "observed_evicted", f"{reason}; {note}", [*moves, *evicted])
@@ -126,7 +127,7 @@ def _evict(state: DeciderState) -> tuple[DeciderState, list[MoveRecord], str]:
     over = -state.free
     if over <= 0:
         return state, [], ""
-    instances = dict(state.instances)
+    instances = editable(state.instances)
     taken: dict[str, int] = {}
     order = sorted(state.policy.rules, key=lambda r: (-r.priority, r.key))
     below_min = False
@@ -145,23 +146,25 @@ def _evict(state: DeciderState) -> tuple[DeciderState, list[MoveRecord], str]:
     note = "evicted " + ", ".join(f"{state.policy.by_key[k].name} -{n}" for k, n in sorted(taken.items()))
     if below_min:
         note += " (capacity is below the sum of MinNum: MinNum could not be kept)"
-    return state.with_instances(instances, state.used - sum(taken.values())), moves, note
+    return state.with_instances(edited(instances), state.used - sum(taken.values()), taken), moves, note
 
 
 # -- metrics ------------------------------------------------------------------------------------
 def on_metric(state: DeciderState, app_key: str, metrical: float) -> tuple[DeciderState, Verdict]:
     """`app-metrical(app, metrical)` for an app of the policy (the caller has checked it is one)."""
     rule = state.policy.by_key[app_key]
-    metricals = {**state.metricals, app_key: metrical}
+    metricals = editable(state.metricals)
+    metricals[app_key] = metrical
     number = rule.number(metrical)
     return _decide(state, rule, metrical, metricals, mark(state.idle, rule, number < 0), number)
 
 
-def _decide(state: DeciderState, rule: AppRule, metrical: float, metricals: dict[str, float],
+def _decide(state: DeciderState, rule: AppRule, metrical: float, metricals: MutableMapping[str, float],
             idle: Idle, number: int) -> tuple[DeciderState, Verdict]:
-    """What `rule`'s app standing at `number` (its metrical's, or as stabilized) gets."""
+    """What `rule`'s app standing at `number` (its metrical's, or as stabilized) gets; `metricals` are the state's
+    with its report, being edited (`persistent.editable`)."""
     if number == 0:
-        return state.with_metricals(metricals, idle, state.timing), decided(
+        return state.with_metricals(rule.key, edited(metricals), idle, state.timing), decided(
             "steady", "steady", f"{rule.name} at {shown(metrical)} maps to Number 0: nothing moves")
     if number < 0:
         return _idle(state, rule, metrical, metricals, idle, number)
@@ -187,8 +190,9 @@ def on_report(state: DeciderState, app_key: str, metrical: float, at: int) -> tu
     number = raw if window is None else window.applied
     timing = timing._replace(reported={**timing.reported, app_key: at}, reports=reports,
                              numbers={**timing.numbers, app_key: number}, stale=timing.stale - {app_key})
-    metricals = {**state.metricals, app_key: metrical}
-    new, verdict = _decide(state.with_timing(timing), rule, metrical, metricals,
+    metricals = editable(state.metricals)
+    metricals[app_key] = metrical
+    new, verdict = _decide(state.with_timing(timing, app_key), rule, metrical, metricals,
                            mark(state.idle, rule, number < 0), number)
     if window is None:
         return new, verdict
@@ -234,8 +238,9 @@ def _go_stale(state: DeciderState, rule: AppRule, now: int) -> tuple[DeciderStat
     metrical = rule.fallback if rule.fallback is not None else state.metricals[rule.key]
     number = {"hold": 0, "idle": GIVE_ALL}.get(rule.on_stale, rule.number(metrical))
     timing = timing._replace(stale=timing.stale | {rule.key}, numbers={**timing.numbers, rule.key: number})
-    metricals = {**state.metricals, rule.key: metrical}
-    new, verdict = _decide(state.with_timing(timing), rule, metrical, metricals,
+    metricals = editable(state.metricals)
+    metricals[rule.key] = metrical
+    new, verdict = _decide(state.with_timing(timing, rule.key), rule, metrical, metricals,
                            mark(state.idle, rule, number < 0), number)
     handled = {"hold": f"held at {state.instances[rule.key]} instances, gives none up",
                "idle": "handled as idle, offers all above MinNum",
@@ -244,21 +249,21 @@ def _go_stale(state: DeciderState, rule: AppRule, now: int) -> tuple[DeciderStat
     return new, verdict.shaped_as(shaped, reason=f"{head}: {handled}{detail}", reason_code="stale_metric")
 
 
-def _idle(state: DeciderState, rule: AppRule, metrical: float, metricals: dict[str, float],
+def _idle(state: DeciderState, rule: AppRule, metrical: float, metricals: MutableMapping[str, float],
           idle: Idle, number: int) -> tuple[DeciderState, Verdict]:
     offer = offered(rule, state.instances[rule.key], number)
     if offer == 0:
-        return state.with_metricals(metricals, idle, state.timing), decided(
+        return state.with_metricals(rule.key, edited(metricals), idle, state.timing), decided(
             "idle", "idle_at_min", f"{rule.name} at {shown(metrical)} is idle but already at MinNum {rule.min_num}")
     if rule.eager:
         capped = move_cap(state.policy, offer)
-        instances = {**state.instances, rule.key: state.instances[rule.key] - capped}
+        instances = updated(state.instances, rule.key, state.instances[rule.key] - capped)
         metricals[rule.key] = NEUTRAL
         timing, idle = reset(state.timing, rule, idle)
-        new = DeciderState(state.policy, state.capacity, instances, metricals, idle, timing, state.used - capped)
+        new = state.changed((rule.key,), instances, edited(metricals), idle, timing, state.used - capped)
         return new, decided(
             "idle", "idle_released", f"{rule.name} at {shown(metrical)} released {capped} to the free pool (eager)"
             + cap_note(state.policy, offer, capped), [move(rule.name, FREE, capped, "release")])
-    return state.with_metricals(metricals, idle, state.timing), decided(
+    return state.with_metricals(rule.key, edited(metricals), idle, state.timing), decided(
         "idle", "idle_offered",
         f"{rule.name} at {shown(metrical)} offers {offer} (lazy: kept until someone needs them)")

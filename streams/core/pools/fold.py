@@ -23,6 +23,7 @@ from streams.core.intake import error_text, parse, readable
 from streams.core.outputs import Emit
 from streams.core.pools import decider, justice
 from streams.core.pools.justice import JusticeState
+from streams.core.pools.rules import CompiledPolicy
 from streams.core.pools.verdicts import DeciderState, MoveRecord, Verdict
 from streams.core.source import SourceRecord, cause_of, event_time, named_key, record_key
 
@@ -226,15 +227,20 @@ def _decision(state: PoolState, current: DeciderState, record: SourceRecord, poo
     those change them)."""
     observing = current.policy.observe_only
     if observing and before is not None:
-        current = current.with_instances(before.instances, before.used)
+        current = current.with_instances(before.instances, before.used, _named(current.policy, verdict.moves))
     previous = state.decider
     state, seq = state.numbered(SCALING_DECISIONS, current, state.justice)
-    instances, metricals = current.by_name()
+    changes = current.policy.changes_only
+    same_policy = previous is not None and previous.policy is current.policy
+    # the whole pool by name: what the whole form lists, and what a new policy is compared with (never else: it
+    # walks the pool)
+    instances, metricals = current.by_name() if not changes or not same_policy else ({}, {})
     cause = cause_of(record, state.applied)
     changed: list[tuple[str, int]] = []
+    named = _named(current.policy, verdict.moves) if verdict.moves else []
     if previous is None or previous.instances is not current.instances:
-        if previous is not None and previous.policy is current.policy:
-            changed = _moved(previous, current, verdict.moves)
+        if previous is not None and same_policy:
+            changed = _moved(previous, current, named)
         else:
             changed = _changed(previous, instances)
     out = {
@@ -245,7 +251,6 @@ def _decision(state: PoolState, current: DeciderState, record: SourceRecord, poo
         "capacity": current.capacity, "free": current.free, "scores": verdict.scores,
         "reason_code": verdict.reason_code, "reason": verdict.reason,
     }
-    changes = current.policy.changes_only
     if changes:  # the same fields, holding what the decision changed
         key = _trigger_key(current, trigger)
         out["instances"] = _instances_shown(current, key, changed)
@@ -257,8 +262,8 @@ def _decision(state: PoolState, current: DeciderState, record: SourceRecord, poo
         out.update(verdict.shaped)
     if changes:
         out["form"] = "changes"
-        if verdict.scores:
-            out["scored"], out["score_sum"] = len(verdict.scores), sum(verdict.scores.values())
+        if verdict.scored:
+            out["scored"], out["score_sum"] = verdict.scored, verdict.score_sum
     emits = [Emit(SCALING_DECISIONS, pool, out)]
     if changed:
         emits += _instances_set(pool, changed, seq, current.policy.version, cause)
@@ -268,8 +273,7 @@ def _decision(state: PoolState, current: DeciderState, record: SourceRecord, poo
 def _trigger_key(current: DeciderState, trigger: Mapping[str, Any]) -> str | None:
     """The trigger app's key in the policy, if the trigger names one of its apps."""
     app = trigger.get("app")
-    key = app.casefold() if isinstance(app, str) else None
-    return key if key is not None and key in current.policy.by_key else None
+    return current.policy.key_of.get(app) if isinstance(app, str) else None  # triggers spell apps as policies do
 
 
 def _instances_shown(current: DeciderState, key: str | None, changed: list[tuple[str, int]]) -> dict[str, int]:
@@ -279,27 +283,28 @@ def _instances_shown(current: DeciderState, key: str | None, changed: list[tuple
     if not changed:  # most decisions: the trigger app's alone
         return {} if key is None else {by_key[key].name: current.instances[key]}
     shown = dict(changed)
-    if key is not None:
-        shown.setdefault(by_key[key].name, current.instances[key])
+    if key is None or by_key[key].name in shown:  # `changed` is in that order already
+        return shown
+    shown[by_key[key].name] = current.instances[key]
     return dict(sorted(shown.items(), key=lambda item: (item[0].casefold() not in by_key, item[0].casefold())))
 
 
 def _metricals_shown(previous: DeciderState | None, current: DeciderState, key: str | None,
                      moves: tuple[MoveRecord, ...], metricals: Mapping[str, float]) -> dict[str, float]:
     """`decisions: changes`: the trigger app's metrical (its key `key`) and those the decision changed, in rule
-    order. Under one policy only the trigger and the apps a move names can have changed (a donor is reset to
-    neutral); a new policy is compared app by app."""
+    order. Under one policy only the trigger's and those of the idle donors (`moves` of round 2: a donor is reset to
+    neutral) can have changed; a new policy is compared app by app."""
     policy = current.policy
     after = current.metricals
     if previous is None or previous.policy is not policy:
         before = previous.by_name()[1] if previous is not None else {}
         trigger = policy.by_key[key].name if key is not None else None
         return {name: m for name, m in metricals.items() if before.get(name) != m or name == trigger}
-    if not moves:  # nothing moved: only the trigger's report changed a metrical
+    reset = sorted({policy.key_of[m["from"]] for m in moves if m["round"] == "idle"})
+    if not reset:  # most decisions: only the trigger's report changed a metrical
         return {} if key is None else {policy.by_key[key].name: after[key]}
-    keys = {m[end].casefold() for m in moves for end in ("from", "to")}
     before_by_key = previous.metricals
-    shown = sorted(k for k in keys if k in policy.by_key and after[k] != before_by_key[k])
+    shown = [k for k in reset if after[k] != before_by_key[k]]
     if key is not None and key not in shown:
         shown = sorted([*shown, key])
     return {policy.by_key[k].name: after[k] for k in shown}
@@ -313,16 +318,21 @@ def _givers(verdict: Verdict) -> Mapping[str, float]:
     return {name: score for name, score in verdict.scores.items() if name in gave}
 
 
-def _moved(previous: DeciderState, current: DeciderState, moves: tuple[MoveRecord, ...]) -> list[tuple[str, int]]:
-    """`_changed` under one policy, without walking every app: only an app a move names can have changed.
+def _moved(previous: DeciderState, current: DeciderState, keys: list[str]) -> list[tuple[str, int]]:
+    """`_changed` under one policy, without walking every app: only an app a move names (`keys`, `_named`) can have
+    changed.
 
     In rule order, and only those whose instances differ (an app observed up, then evicted back, moved but
     did not change)."""
     policy = current.policy
-    named = {m[end].casefold() for m in moves for end in ("from", "to")}  # and "free", unless an app is so named
-    keys = sorted(k for k in named if k in policy.by_key)  # rule order: rules are sorted by key
     before, after = previous.instances, current.instances
     return [(policy.by_key[k].name, after[k]) for k in keys if before[k] != after[k]]
+
+
+def _named(policy: CompiledPolicy, moves: tuple[MoveRecord, ...]) -> list[str]:
+    """The keys of the policy's apps the moves name, in rule order (rules are sorted by key)."""
+    key_of = policy.key_of  # moves name apps as the policy spells them; "free" is none, unless an app is so named
+    return sorted({key_of[m[end]] for m in moves for end in ("from", "to") if m[end] in key_of})
 
 
 def _changed(previous: DeciderState | None, instances: Mapping[str, int]) -> list[tuple[str, int]]:

@@ -1,21 +1,27 @@
 """Growth (SPEC §2): the three rounds of a grant, each only while something is still needed: free
 capacity, idle donors (of any priority), preemption of lower priorities by score with largest-remainder
-shares, exact fractions throughout."""
+shares, exact fractions throughout.
+
+Under `decisions: changes` rounds 2 and 3 read the pool's `ranks` (who could give, in order) instead of
+walking its apps, wherever that gives the same decision: round 3 when every candidate's share is below one unit
+(the common case, which hands one unit each to the highest scores) and no app is cooling down; the scan
+decides the rest. The whole form always scans: its decisions list every candidate's score anyway."""
 
 from __future__ import annotations
 
 import bisect
 import heapq
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from fractions import Fraction
 from typing import final
 
 from schemas.decisions import Outcome, Round
+from streams.core.persistent import editable, edited
+from streams.core.pools.ranks import PRIORITIES, Exact, Offer, Ranks
 from streams.core.pools.rules import FREE, NEUTRAL, AppRule, CompiledPolicy, shown
 from streams.core.pools.timing import Timing
 from streams.core.pools.verdicts import (
-    PRIORITIES,
     DeciderState,
     Idle,
     MoveRecord,
@@ -34,13 +40,14 @@ class Grant:
 
     A plain class, not a dataclass: compiled, a dataclass keeps the Python `__init__` the decorator wrote."""
 
-    __slots__ = ("idle", "instances", "metricals", "moves", "need", "notes", "rule", "scores", "timing", "used")
+    __slots__ = ("donors", "idle", "instances", "metricals", "moves", "need", "notes", "rule", "score_sum", "scored",
+                 "scores", "timing", "used")
 
-    def __init__(self, rule: AppRule, need: int, instances: dict[str, int], metricals: dict[str, float],
-                 idle: Idle, timing: Timing | None, used: int) -> None:
+    def __init__(self, rule: AppRule, need: int, instances: MutableMapping[str, int],
+                 metricals: MutableMapping[str, float], idle: Idle, timing: Timing | None, used: int) -> None:
         self.rule = rule
         self.need = need
-        self.instances = instances
+        self.instances = instances  # the state's, being edited (`persistent.editable`), as are the metricals
         self.metricals = metricals
         self.idle = idle
         self.timing = timing
@@ -48,28 +55,33 @@ class Grant:
         self.moves: list[MoveRecord] = []
         self.notes: list[str] = []
         self.scores: dict[str, float] = {}
+        self.scored = 0  # how many candidates round 3 scored, and the exact sum of their scores, rounded once
+        self.score_sum = 0.0
+        self.donors: list[str] = []  # the keys of the apps that gave, in the order they gave
 
     def take(self, donor: AppRule | None, count: int, round_: Round) -> None:
         """`count` instances to the growing app, from `donor` (None: free capacity)."""
         me = self.rule
         if donor is not None:
             self.instances[donor.key] -= count
+            self.donors.append(donor.key)
         else:
             self.used += count
-        self.instances[me.key] += count
-        self.need -= count
+        self.need -= count  # the growing app's instances are set once, when the rounds are done (`grow`)
         self.moves.append(move(FREE if donor is None else donor.name, me.name, count, round_))
 
 
-def grow(state: DeciderState, rule: AppRule, metrical: float, metricals: dict[str, float],
+def grow(state: DeciderState, rule: AppRule, metrical: float, metricals: MutableMapping[str, float],
           idle: Idle, number: int) -> tuple[DeciderState, Verdict]:
-    """SPEC §2's three rounds, each only while something is still needed: free, idle donors, preemption."""
+    """SPEC §2's three rounds, each only while something is still needed: free, idle donors, preemption.
+
+    `metricals` are the state's with the report, being edited (`persistent.editable`)."""
     room = number if rule.max_num is None else max(0, min(number, rule.max_num - state.instances[rule.key]))
     if room == 0:
-        return state.with_metricals(metricals, idle, state.timing), decided(
+        return state.with_metricals(rule.key, edited(metricals), idle, state.timing), decided(
             "rejected", "at_max_num", f"{rule.name} wants +{number} but is at MaxNum {rule.max_num}")
     wanted = move_cap(state.policy, room)
-    grant = Grant(rule, wanted, dict(state.instances), metricals, idle, state.timing, state.used)
+    grant = Grant(rule, wanted, editable(state.instances), metricals, idle, state.timing, state.used)
     _from_free(state, grant)
     if grant.need:
         _from_idle(state, grant)
@@ -81,9 +93,12 @@ def grow(state: DeciderState, rule: AppRule, metrical: float, metricals: dict[st
     capped = f" (capped by MaxNum {rule.max_num})" if room < number else ""
     reason = (f"{rule.name} at {shown(metrical)} wants +{wanted}{capped}{cap_note(state.policy, room, wanted)}: "
               + "; ".join(grant.notes) + f"; granted {granted}")
-    new = DeciderState(state.policy, state.capacity, grant.instances, grant.metricals, grant.idle, grant.timing,
-                       grant.used)
-    return new, decided(outcome, code, reason, grant.moves, requested=wanted, granted=granted, scores=grant.scores)
+    if granted:
+        grant.instances[rule.key] += granted
+    new = state.changed([rule.key, *grant.donors], edited(grant.instances), edited(grant.metricals), grant.idle,
+                        grant.timing, grant.used)
+    return new, decided(outcome, code, reason, grant.moves, requested=wanted, granted=granted, scores=grant.scores,
+                        scored=grant.scored, score_sum=grant.score_sum)
 
 
 def _from_free(state: DeciderState, grant: Grant) -> None:
@@ -104,11 +119,15 @@ def _from_idle(state: DeciderState, grant: Grant) -> None:
     give are walked, the lowest first: a donor's reset changes nothing of a higher priority's offers."""
     me = grant.rule
     given: list[str] = []
+    ranks = state.ranks if state.policy.changes_only else None
     for priority in range(PRIORITIES, 0, -1):
-        if grant.idle[priority]:
+        if ranks is not None:
+            if ranks.offers[priority]:
+                _from_ranked(state, grant, ranks.offers[priority], given)
+        elif grant.idle[priority]:
             _from_level(state, grant, priority, given)
-            if not grant.need:
-                break
+        if not grant.need:
+            break
     if given:
         grant.notes.append("idle donors gave " + ", ".join(given))
     else:
@@ -138,10 +157,33 @@ def _from_level(state: DeciderState, grant: Grant, priority: int, given: list[st
         given.append(f"{donor.name} {give}")
 
 
+def _from_ranked(state: DeciderState, grant: Grant, offers: list[Offer], given: list[str]) -> None:
+    """`_from_level` from the ranks: the level's offers are already in the order donors give in."""
+    by_key, me = state.policy.by_key, grant.rule
+    for negative_offer, key in offers:
+        if key == me.key:
+            continue
+        donor = by_key[key]
+        give = min(grant.need, -negative_offer)
+        grant.take(donor, give, "idle")
+        grant.metricals[key] = NEUTRAL
+        grant.timing, grant.idle = reset(grant.timing, donor, grant.idle)
+        given.append(f"{donor.name} {give}")
+        if not grant.need:
+            break
+
+
 def _by_preemption(state: DeciderState, grant: Grant) -> None:
     """Round 3: preemption of strictly lower priority, by score, largest remainder, until met; an app in its
     cool-down after a preemption (preempted_cooldown_s) is spared."""
     rule, instances, names = grant.rule, grant.instances, state.policy.by_key
+    if state.ranks is not None and state.policy.changes_only and not state.policy.cooldown_ms:
+        ranks = state.ranks
+        if grant.donors:  # round 2's donors gave and were reset: they stand elsewhere now
+            ranks = ranks.moved(state.policy, grant.donors, (state.instances, state.metricals, state.timing),
+                                (instances, grant.metricals, grant.timing))
+        if _by_rank(state, grant, ranks):
+            return
     lower = state.policy.lower_than[rule.priority]
     candidates = [r for r in lower if instances[r.key] > r.min_num]
     if not lower:
@@ -151,8 +193,9 @@ def _by_preemption(state: DeciderState, grant: Grant) -> None:
     if cooling:
         candidates = [r for r in candidates if r.key not in cooling]
     if not candidates:
+        at_min = _some(lower) if state.policy.changes_only else ", ".join(r.name for r in lower)
         grant.notes.append("lower-priority apps are at MinNum" + (" or cooling down" if cooling else "") + ": "
-                           + ", ".join(r.name for r in lower))
+                           + at_min)
         return
     metricals = grant.metricals
     scores: list[int | Fraction] = []  # by position in `candidates`, which are in key order, as rules are
@@ -168,6 +211,7 @@ def _by_preemption(state: DeciderState, grant: Grant) -> None:
         listed[r.name] = float(score)
     grant.scores = listed
     weight = [int(s * den) for s in scores] if den != 1 else [int(s) for s in scores]
+    grant.scored, grant.score_sum = len(candidates), float(Fraction(sum(weight), den))
     taken = [(candidates[i].key, n) for i, n in _preempt(grant.need, weight, room)]
     for key, n in taken:
         grant.take(names[key], n, "preempt")
@@ -176,6 +220,55 @@ def _by_preemption(state: DeciderState, grant: Grant) -> None:
     if state.policy.cooldown_ms and grant.timing is not None:
         timing = grant.timing
         grant.timing = timing._replace(preempted={**timing.preempted, **{k: timing.now for k, _ in taken}})
+
+
+def _by_rank(state: DeciderState, grant: Grant, ranks: Ranks) -> bool:
+    """Round 3 from the ranks, where every candidate's share is below one unit: the `need` highest scores give one
+    each (`_units`), found by merging the lower priorities' lists. False where the scan must decide: some share
+    would be a unit or more (few candidates)."""
+    rule, names, need = grant.rule, state.policy.by_key, grant.need
+    lower = state.policy.lower_than[rule.priority]
+    if not lower:
+        return False  # the scan says so
+    levels = [p for p in range(rule.priority + 1, PRIORITIES + 1) if ranks.above[p]]
+    if not levels:
+        grant.notes.append("lower-priority apps are at MinNum: " + _some(lower))
+        return True
+    count = 0
+    total: Exact = 0
+    top: Exact = 0
+    heads: list[tuple[Exact, str, int, int]] = []  # (-score, key, priority, position in its list)
+    for p in levels:
+        level = ranks.above[p]
+        count += len(level)
+        total += len(level) * (100 + p * 10) - ranks.sums[p]
+        best = _score(level[0][0], p)
+        top = max(top, best)
+        heads.append((-best, level[0][1], p, 0))
+    if need * top >= total:
+        return False
+    heapq.heapify(heads)
+    taken: list[tuple[str, Exact]] = []
+    while len(taken) < need:
+        negative, key, p, i = heapq.heappop(heads)
+        taken.append((key, -negative))
+        level = ranks.above[p]
+        if i + 1 < len(level):
+            heapq.heappush(heads, (-_score(level[i + 1][0], p), level[i + 1][1], p, i + 1))
+    taken.sort()  # key order, as the scan hands them out
+    for key, _ in taken:
+        grant.take(names[key], 1, "preempt")
+    grant.scores = {names[key].name: float(score) for key, score in taken}
+    grant.scored, grant.score_sum = count, float(total)
+    grant.notes.append("preempted " + ", ".join(f"{names[key].name} 1" for key, _ in taken))
+    return True
+
+
+def _some(rules: tuple[AppRule, ...], most: int = 3) -> str:
+    """The first few of `rules` by name, and how many more: a changes-form reason stays the same size at any
+    pool's size."""
+    named = ", ".join(r.name for r in rules[:most])
+    return named + (f" and {len(rules) - most} more" if len(rules) > most else "")
 
 
 def _cooling(policy: CompiledPolicy, timing: Timing | None, candidates: list[AppRule]) -> list[str]:

@@ -63,6 +63,7 @@ class CompiledPolicy:
     lower_than: dict[int, tuple[AppRule, ...]] = field(compare=False)  # priority -> strictly lower rules
     not_lower: dict[int, tuple[AppRule, ...]] = field(compare=False)  # priority -> rules of it or higher
     names: tuple[tuple[str, str], ...] = field(compare=False)  # (name, key) of every rule, in rules order
+    key_of: dict[str, str] = field(compare=False)  # an app's key by its name as the policy spells it
     named_as_keys: bool = field(default=False, compare=False)  # every app's name is its key (no capitals)
     source: DeciderPolicy | None = field(default=None, compare=False)  # the record it was compiled from
     observe_only: bool = False
@@ -77,24 +78,29 @@ def _ms(seconds: float | None) -> int:
     return round(seconds * 1000) if seconds else 0
 
 
-def _rule(app: AppPolicy) -> AppRule:
+def _rule(app: AppPolicy, tables: dict[tuple[tuple[float, float, int], ...], dict[float, int]]) -> AppRule:
+    """`app`'s rule; apps with the same ranges share one table of Numbers (`tables`): a large pool's apps mostly
+    share a few specs, and one table stays in the processor's cache where a thousand do not."""
     ranges = tuple(sorted((s.Metrical[0], s.Metrical[1], s.Number) for s in app.Spec))
     on_stale, fallback = app.stale_handling()
+    by_integer = tables.get(ranges)
+    if by_integer is None:
+        by_integer = tables[ranges] = {float(m): number_in(ranges, float(m)) for m in range(METRICAL_MAX + 1)}
     return AppRule(name=app.App, key=app.App.casefold(), priority=app.Priority, min_num=app.MinNum,
-                   max_num=app.MaxNum, eager=app.release == "eager", ranges=ranges,
-                   by_integer={float(m): number_in(ranges, float(m)) for m in range(METRICAL_MAX + 1)},
+                   max_num=app.MaxNum, eager=app.release == "eager", ranges=ranges, by_integer=by_integer,
                    up_ms=_ms(app.scale_up_stabilization_s), down_ms=_ms(app.scale_down_stabilization_s),
                    stale_ms=_ms(app.stale_after_s) or None, on_stale=on_stale, fallback=fallback)
 
 
 def compile_policy(policy: DeciderPolicy) -> CompiledPolicy:
-    rules = tuple(sorted((_rule(a) for a in policy.apps), key=lambda r: r.key))
+    tables: dict[tuple[tuple[float, float, int], ...], dict[float, int]] = {}
+    rules = tuple(sorted((_rule(a, tables) for a in policy.apps), key=lambda r: r.key))
     starting = {name.casefold(): n for name, n in policy.starting_instances().items()}
     lower_than = {p: tuple(r for r in rules if r.priority > p) for p in range(1, 11)}
     not_lower = {p: tuple(r for r in rules if r.priority <= p) for p in range(1, 11)}
     return CompiledPolicy(version=policy.version, capacity=policy.capacity, starting=starting, rules=rules,
                           by_key={r.key: r for r in rules}, lower_than=lower_than, not_lower=not_lower,
-                          names=tuple((r.name, r.key) for r in rules),
+                          names=tuple((r.name, r.key) for r in rules), key_of={r.name: r.key for r in rules},
                           named_as_keys=all(r.name == r.key for r in rules), source=policy,
                           observe_only=policy.observe_only, max_moves=policy.max_moves_per_decision,
                           cooldown_ms=_ms(policy.preempted_cooldown_s) or None, timed=policy.timed(),

@@ -8,6 +8,7 @@ from typing import Any
 from streams.clients import envelope
 from streams.core import pools
 from streams.core.outputs import Emit
+from streams.core.pools.ranks import Ranks
 from streams.core.source import SourceRecord
 
 SEED_SPEC = [{"Metrical": [0, 20], "Number": -10}, {"Metrical": [20, 40], "Number": -5},
@@ -29,7 +30,8 @@ class Log:
     """An in-memory log of one pool, folded through `pools.apply` as the agents would.
 
     `feed` returns the outputs but `pool-instances`, which it keeps as the compacted topic would (`desired`), and
-    checks after every record that they are what the decider holds: every test of the pool fold checks it."""
+    checks after every record that they are what the decider holds, and that a `decisions: changes` pool's ranks
+    are what building them afresh gives: every test of the pool fold checks both."""
 
     def __init__(self, key: bytes | None = b"pool-a") -> None:
         self.key = key
@@ -54,6 +56,9 @@ class Log:
                 assert out.key == f"{value['pool']}/{value['app']}"
                 self.desired[value["app"]] = value
         if self.state.decider is not None:
+            d = self.state.decider
+            if d.ranks is not None:  # what a changes-form pool keeps in order is what building it afresh gives
+                assert d.ranks == Ranks.of(d.policy, d.instances, d.metricals, d.timing), d.ranks
             held = {app: v["instances"] for app, v in self.desired.items() if v["instances"] or app in
                     self.state.decider.by_name()[0]}
             assert held == dict(self.state.decider.by_name()[0]), (held, self.state.decider.by_name()[0])

@@ -10,6 +10,9 @@ a client does (`Desired.after`), is the whole form's, decision by decision.
 from __future__ import annotations
 
 import json
+import random
+import re
+from fractions import Fraction
 from typing import Any
 
 from hypothesis import given
@@ -22,7 +25,22 @@ from tests.core.pools.builders import Log, app, decision, seed_policy
 from tests.core.pools.test_decider_properties import metricals, policies
 
 SAME = ("type", "pool", "seq", "cause", "policy_version", "trigger", "outcome", "requested", "granted", "moves",
-        "capacity", "free", "reason_code", "reason", "mode", "stabilization", "stale")
+        "capacity", "free", "reason_code", "mode", "stabilization", "stale")
+AT_MIN = re.compile(r"(lower-priority apps are at MinNum(?: or cooling down)?: )([^;]*)")
+
+
+def shortened(reason: str) -> str:
+    """A whole-form reason as the changes form words it: the apps at MinNum, the first three and how many more."""
+    def some(m: re.Match[str]) -> str:
+        names = m.group(2).split(", ")
+        return m.group(1) + ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return AT_MIN.sub(some, reason)
+
+
+def score_sum(whole: dict[str, Any], priority: dict[str, int]) -> float:
+    """The exact sum of the scores the whole form lists (100 - metrical + Priority * 10), rounded once: the
+    metricals they were scored at are the decision's (preemption resets none; round 2's donors stand at 50)."""
+    return float(sum(100 + 10 * priority[a] - Fraction(whole["metricals"][a]) for a in whole["scores"]))
 
 events = st.lists(st.one_of(
     st.tuples(st.just("metric"), st.integers(0, 5), metricals),
@@ -64,8 +82,57 @@ def fold_both(policy: dict[str, Any], log_events: list[tuple[Any, ...]]) -> list
 @given(policies(), events)
 def test_a_decision_of_changes_is_the_whole_decision_less_what_did_not_change(
         policy: dict[str, Any], log_events: list[tuple[Any, ...]]) -> None:
+    assert_forms_agree(policy, log_events)
+
+
+@st.composite
+def large_policies(draw: st.DrawFn) -> dict[str, Any]:
+    """Pools of dozens of apps wanting a few instances at a time: a preemption's shares are below one unit, so
+    the changes form takes its candidates from the ranks (`grants._by_rank`), not from a walk."""
+    spec = [{"Metrical": [0, 30], "Number": -draw(st.integers(1, 3))}, {"Metrical": [30, 60], "Number": 0},
+            {"Metrical": [60, 100], "Number": draw(st.integers(1, 4))}]
+    apps = [{"App": f"App{i:02d}" if i % 7 == 0 else f"app{i:02d}", "Priority": draw(st.integers(1, 10)),
+             "MinNum": draw(st.integers(0, 2)), "Spec": spec, "release": draw(st.sampled_from(["lazy", "eager"]))}
+            for i in range(draw(st.integers(12, 60)))]
+    initial = {a["App"]: a["MinNum"] + draw(st.integers(0, 4)) for a in apps}
+    return {"kind": "decider", "version": "v1", "capacity": sum(initial.values()) + draw(st.integers(0, 4)),
+            "initial": initial, "apps": apps}
+
+
+large_events = st.lists(st.one_of(
+    st.tuples(st.just("metric"), st.integers(0, 59), metricals),
+    st.tuples(st.just("metric"), st.integers(0, 59), st.integers(0, 100).map(float)),
+    st.tuples(st.just("observed"), st.integers(0, 59), st.integers(0, 6)),
+), min_size=20, max_size=80)
+
+
+@given(large_policies(), large_events)
+def test_a_large_pools_decisions_of_changes_are_its_whole_decisions_less_what_did_not_change(
+        policy: dict[str, Any], log_events: list[tuple[Any, ...]]) -> None:
+    assert_forms_agree(policy, log_events)
+
+
+def test_preemptions_among_many_candidates_agree_in_both_forms() -> None:
+    """Hundreds of preemptions, most among dozens of candidates each giving one unit (the ranks' case), some
+    among a few giving more (the walk's), decided alike in both forms."""
+    rng = random.Random(49)
+    policy = {"kind": "decider", "version": "v1", "capacity": 200 * 6,
+              "apps": [app(f"app{i:03d}", 1 + i % 10, 1 + i % 3) for i in range(200)],
+              "initial": {f"app{i:03d}": 6 for i in range(200)}}
+    log_events = [("metric", rng.randrange(200), float(rng.randrange(101)) if rng.random() < 0.8 else
+                   rng.uniform(0, 100)) for _ in range(1500)]
+    decided = [w for pair in fold_both(policy, log_events) for w in pair[0] if w["type"] == "ScalingDecision"]
+    units = [d for d in decided if d["scores"] and {m["count"] for m in d["moves"] if m["round"] == "preempt"} == {1}
+             and len(d["scores"]) > 10]
+    more = [d for d in decided if any(m["round"] == "preempt" and m["count"] > 1 for m in d["moves"])]
+    assert len(units) > 100 and more, (len(units), len(more))
+    assert_forms_agree(policy, log_events)
+
+
+def assert_forms_agree(policy: dict[str, Any], log_events: list[tuple[Any, ...]]) -> None:
     before_instances: dict[str, int] = {}
     before_metricals: dict[str, float] = {}
+    priority = {a["App"]: a["Priority"] for a in policy["apps"]}
     desired = whole_desired = Desired()
     for whole_out, partial_out in fold_both(policy, log_events):
         assert [o["type"] for o in whole_out] == [o["type"] for o in partial_out]
@@ -75,6 +142,7 @@ def test_a_decision_of_changes_is_the_whole_decision_less_what_did_not_change(
                 continue
             assert "form" not in w and c["form"] == "changes"
             assert {k: w.get(k) for k in SAME} == {k: c.get(k) for k in SAME}
+            assert c["reason"] == shortened(w["reason"])
             assert ScalingDecision.model_validate(c).model_dump(mode="json", by_alias=True, exclude_unset=True) == c
             trigger = w["trigger"].get("app")
             named = {trigger} if trigger in w["instances"] else set()
@@ -88,7 +156,7 @@ def test_a_decision_of_changes_is_the_whole_decision_less_what_did_not_change(
             gave = {m["from"] for m in w["moves"] if m["round"] == "preempt"}
             assert c["scores"] == {a: s for a, s in w["scores"].items() if a in gave}
             if w["scores"]:
-                assert (c["scored"], c["score_sum"]) == (len(w["scores"]), sum(w["scores"].values()))
+                assert (c["scored"], c["score_sum"]) == (len(w["scores"]), score_sum(w, priority))
             else:
                 assert "scored" not in c and "score_sum" not in c
             desired = desired.after(ScalingDecision.model_validate(c), 0)

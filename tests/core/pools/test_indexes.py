@@ -26,7 +26,8 @@ def test_running_totals_and_changed_apps_match_a_full_walk(policy: dict[str, Any
         assert all(rules[k].priority == p for p, level in enumerate(after.idle) for k in level), after.idle
         # the apps a decision's moves name are all whose instances changed (what `pool-instances` is written for)
         if before.policy is after.policy:
-            assert fold._moved(before, after, tuple(d["moves"])) == fold._changed(before, after.by_name()[0]), d
+            named = fold._named(after.policy, tuple(d["moves"]))
+            assert fold._moved(before, after, named) == fold._changed(before, after.by_name()[0]), d
 
 
 @given(st.lists(st.integers(1, 300), min_size=1, max_size=60), st.integers(1, 80), st.data())

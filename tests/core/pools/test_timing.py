@@ -232,14 +232,16 @@ timed_events = st.lists(st.one_of(
 ), max_size=30)
 
 
-@given(timed_events, st.sampled_from(["hold", "idle", {"fallback_metrical": 75}]), st.integers(1, 40))
+@given(timed_events, st.sampled_from(["hold", "idle", {"fallback_metrical": 75}]), st.integers(1, 40),
+       st.sampled_from(["whole", "changes"]))
 def test_timed_states_keep_idle_in_step_with_numbers_and_survive_the_changelog(
-        events: list[tuple[str, str, int, int]], on_stale: Any, window_s: int) -> None:
+        events: list[tuple[str, str, int, int]], on_stale: Any, window_s: int, form: str) -> None:
     """Whatever reports, ticks and policy versions come, `idle` is the apps standing at a negative Number, and
-    the changelog's dump loads back to the very same state (a worker recovering folds on exactly as before)."""
+    the changelog's dump loads back to the very same state (a worker recovering folds on exactly as before);
+    under `decisions: changes` the ranks follow the Numbers stabilization and stale handling set (`Log`)."""
     apps = [web(scale_down_stabilization_s=window_s, stale_after_s=window_s, on_stale=on_stale),
             batch(scale_up_stabilization_s=window_s, stale_after_s=2 * window_s)]
-    log = started(policy(*apps, capacity=12, preempted_cooldown_s=window_s))
+    log = started(policy(*apps, capacity=12, preempted_cooldown_s=window_s, decisions=form))
     at, version = T0, 1
     for kind, name, metrical, gap in events:
         at += gap
@@ -249,7 +251,8 @@ def test_timed_states_keep_idle_in_step_with_numbers_and_survive_the_changelog(
             log.event({"type": "Tick", "pool": "pool-a", "now": at}, at=at)
         else:
             version += 1
-            log.policy({**policy(*apps, capacity=12, preempted_cooldown_s=window_s), "version": f"v{version}"}, at=at)
+            log.policy({**policy(*apps, capacity=12, preempted_cooldown_s=window_s, decisions=form),
+                        "version": f"v{version}"}, at=at)
         state = log.state
         d = state.decider
         assert d is not None and d.timing is not None
