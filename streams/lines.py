@@ -67,15 +67,39 @@ def record_of(row: dict[str, Any]) -> SourceRecord:
 
 def records_of(lines: Iterable[bytes | str]) -> Iterator[SourceRecord]:
     """The source records of a replay file's lines (blank lines skipped)."""
-    loads = orjson.loads
     for number, line in enumerate(lines, 1):
-        try:
-            record = record_of(loads(line))
-        except (orjson.JSONDecodeError, ValueError, KeyError, TypeError) as e:
-            if not line.strip():  # blank: checked only here, as a line that parses is not blank
-                continue
-            raise ReplayInputError(f"line {number} is not a record line ({type(e).__name__}: {e})") from None
-        yield record
+        record = read_line(line, number)
+        if record is not None:
+            yield record
+
+
+def read_line(line: bytes | str, number: int) -> SourceRecord | None:
+    """The source record of a replay file's line `number`; None for a blank line; `ReplayInputError` for a line
+    that is no record line."""
+    row = row_of(line, number)
+    return None if row is None else record_in(row, number)
+
+
+def row_of(line: bytes | str, number: int) -> Any:
+    """Line `number` parsed (what `record_in` reads); None for a blank line; `ReplayInputError` if it is no JSON."""
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError as e:
+        if not line.strip():  # blank: checked only here, as a line that parses is not blank
+            return None
+        raise _not_a_record(number, e) from None
+
+
+def record_in(row: Any, number: int) -> SourceRecord:
+    """The source record of line `number`, parsed (`row_of`); `ReplayInputError` if it describes none."""
+    try:
+        return record_of(row)
+    except (ValueError, KeyError, TypeError) as e:
+        raise _not_a_record(number, e) from None
+
+
+def _not_a_record(number: int, error: Exception) -> ReplayInputError:
+    return ReplayInputError(f"line {number} is not a record line ({type(error).__name__}: {error})")
 
 
 class Output(NamedTuple):

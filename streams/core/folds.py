@@ -96,6 +96,8 @@ class Fold(Generic[S]):
     # topics are dated by the broker (`streams.topics`), so no producer's clock moves it
     self_contained: Callable[[S], S] | None = None  # the state deciding as it would if its outputs each stated the
     # whole picture (a pool under `decisions: changes`): what `explain` and `what-if` fold a record again with
+    keyed: frozenset[str] = frozenset()  # the logical inputs whose records belong to the state their own key names
+    # (`key_of` reads no value): a replay on several processes routes their lines without building their records
 
     def step(self, state: S, record: SourceRecord, topic: str) -> tuple[S, list[Emit]]:
         """`apply`, with an input it applied that wrote nothing answered on `silent-inputs` (`SilentInput`).
@@ -129,7 +131,7 @@ POOLS: Fold[pools.PoolState] = Fold(
     pools.apply, pools.key_of, tables=(Table("pool-state", pool_codec.dump_state),
                                        Table("pool-policies", pool_codec.dump_policies, pool_codec.policies_changed)),
     load=pool_codec.load, describe=pool_view.describe, explain=pool_view.explain, render=pool_view.render,
-    self_contained=pools.self_contained,
+    self_contained=pools.self_contained, keyed=frozenset({pools.POLICIES, pools.PLUGIN_DECIDER, pools.PLUGIN_JUSTICE}),
     gauges=pool_view.gauges, key_name="pool", numbered_by=pools.SCALING_DECISIONS, clocked=True)
 GROUPS: Fold[groups.GroupState] = Fold(
     "groups", groups.INPUTS, groups.OUTPUTS, frozenset({groups.REJECTION_LIMITS}), groups.GroupState, groups.apply,

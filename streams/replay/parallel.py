@@ -4,16 +4,17 @@ are merged back into input order, the same bytes as on one process."""
 from __future__ import annotations
 
 import multiprocessing
+import pickle
 import queue
 import zlib
 from array import array
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
-from streams.core.folds import route
-from streams.core.source import SourceRecord
-from streams.lines import Output, ReplayInputError
+from streams.core.folds import route, scope
+from streams.core.source import SourceRecord, record_key
+from streams.lines import Output, ReplayInputError, record_in, records_of, row_of
 from streams.replay.replayer import Derived, Replayer
 
 CHUNK = 5_000  # records per round trip to the processes
@@ -34,25 +35,36 @@ def derive_all(records: Iterable[SourceRecord], replayer: Replayer, jobs: int = 
         for record in records:
             yield record, replayer.feed(record)
         return
-    for chunk, shards, results in _in_parallel(_chunks(records, chunk_size), replayer, jobs, _derive_shard,
-                                              keep=True):
+    for (chunk, shards), results in _in_parallel(_chunks(records, chunk_size), replayer, jobs, _derive_shard,
+                                                 _by_scope(replayer.topic_prefix, jobs)):
         yield from _merge(replayer, chunk, shards, results)
 
 
-def encode_all(records: Iterable[SourceRecord], replayer: Replayer, jobs: int = 1,
+def encode_all(lines: Iterable[bytes | str], replayer: Replayer, jobs: int = 1,
                chunk_size: int = CHUNK) -> Iterator[bytes]:
-    """The output lines of `records`, in blocks of many (each line ends with a newline), folded on `jobs`
-    processes: the bytes of `output_line` for each output of `derive_all`, whatever `jobs`.
+    """The output lines of a replay file's `lines`, in blocks of many (each line ends with a newline), folded on
+    `jobs` processes: the bytes of `output_line` for each output of `derive_all`, whatever `jobs`.
 
     Each output is encoded once, by the process that folds it, as its line less the offset
-    (`Replayer.encode`); this process only numbers them in input order and joins the pieces.
+    (`Replayer.encode`). With `jobs > 1` this process neither parses nor routes: it hands each chunk of lines
+    whole to every process, each finds which lines are its own (`_LineRouting`, from a line's head where the
+    record's key decides, without parsing it) and reads, folds and encodes only those, and this process numbers
+    their outputs in input order and joins the pieces (`_stitched`): on two cores the reading and routing this
+    process did were most of a core.
     """
     offsets: dict[bytes, int] = {}  # line_head (a topic and partition) -> the next output's offset
     if jobs <= 1:
-        yield from _encode_alone(records, replayer, chunk_size, offsets)
+        yield from _encode_alone(records_of(lines), replayer, chunk_size, offsets)
         return
-    for _, shards, results in _in_parallel(_chunks(records, chunk_size), replayer, jobs, _encode_shard, keep=False):
-        yield _stitched(shards, results, offsets)
+    for base, results in _in_parallel(_line_chunks(lines, chunk_size), replayer, jobs, _encode_lines_shard,
+                                      _whole_to_each(jobs)):
+        shards = array("B", results[0][0])  # the first process's routing of every line: each routes alike
+        stop = min((error[0] for *_, error in results if error is not None), default=None)
+        if stop is not None:
+            del shards[stop - base - 1:]  # lines are numbered from 1
+        yield _stitched(shards, [result[1:4] for result in results], offsets)
+        if stop is not None:
+            raise ReplayInputError(next(error[1] for *_, error in results if error is not None and error[0] == stop))
 
 
 def _encode_alone(records: Iterable[SourceRecord], replayer: Replayer, chunk_size: int,
@@ -84,13 +96,14 @@ def _numbered(heads: list[bytes], tails: list[bytes], offsets: dict[bytes, int])
     return b"".join(pieces)
 
 
-Worker = Callable[[Any, Any, str], None]
+Worker = Callable[[Any, Any, str, int, int], None]  # (inbox, outbox, topic prefix, its index, processes)
+Dealer = Callable[[Any], tuple[list[Any], Any]]  # a chunk -> each process's part of it, and what the merge keeps
 
 
-def _in_parallel(chunks: Iterable[list[SourceRecord]], replayer: Replayer, jobs: int, worker: Worker,
-                 keep: bool) -> Iterator[tuple[list[SourceRecord], list[int], list[Any]]]:
-    """Each chunk (kept only if `keep`), the process each of its records went to, and every process's
-    result for its share, in chunk order; `jobs` processes run `worker`.
+def _in_parallel(chunks: Iterable[Any], replayer: Replayer, jobs: int, worker: Worker, deal: Dealer
+                 ) -> Iterator[tuple[Any, list[Any]]]:
+    """For each chunk, in chunk order, what `deal` kept of it and every process's result for its part; `jobs`
+    processes run `worker`.
 
     Queues, not pipes: a queue's put never blocks on a reader that is itself blocked writing (a pipe
     deadlocks there). `replayer.counts` receives the processes' counts at the end.
@@ -99,31 +112,24 @@ def _in_parallel(chunks: Iterable[list[SourceRecord]], replayer: Replayer, jobs:
                else multiprocessing.get_context("spawn"))
     inboxes = [context.Queue() for _ in range(jobs)]
     outboxes = [context.Queue() for _ in range(jobs)]
-    procs = [context.Process(target=worker, args=(inbox, outbox, replayer.topic_prefix), daemon=True)
-             for inbox, outbox in zip(inboxes, outboxes, strict=True)]
+    procs = [context.Process(target=worker, args=(inbox, outbox, replayer.topic_prefix, index, jobs), daemon=True)
+             for index, (inbox, outbox) in enumerate(zip(inboxes, outboxes, strict=True))]
     for proc in procs:
         proc.start()
-    handed: deque[tuple[list[SourceRecord], list[int]]] = deque()  # chunks and their shards, results not yet merged
-    finished = False
-    prefix = replayer.topic_prefix
-    shard_of = _Sharding(prefix, jobs)
-    empty: list[SourceRecord] = []
+    handed: deque[Any] = deque()  # what was kept of the chunks whose results are not yet merged
 
-    def oldest() -> tuple[list[SourceRecord], list[int], list[Any]]:
-        chunk, shards = handed.popleft()
-        return chunk, shards, [_get(outbox, proc) for outbox, proc in zip(outboxes, procs, strict=True)]
+    def oldest() -> tuple[Any, list[Any]]:
+        return handed.popleft(), [_get(outbox, proc) for outbox, proc in zip(outboxes, procs, strict=True)]
 
     failed: ReplayInputError | None = None
+    finished = False
     try:
         try:
             for chunk in chunks:
-                shards = [shard_of(record) for record in chunk]
-                parts: list[list[tuple[Any, ...]]] = [[] for _ in range(jobs)]
-                for record, shard in zip(chunk, shards, strict=True):  # plain tuples: they cross a process
-                    parts[shard].append(tuple(record))  # boundary cheaply (a named tuple pickles its class)
+                parts, kept = deal(chunk)
                 for inbox, part in zip(inboxes, parts, strict=True):
                     inbox.put(part)
-                handed.append((chunk if keep else empty, shards))
+                handed.append(kept)
                 if len(handed) == AHEAD:
                     yield oldest()
         except ReplayInputError as e:  # a bad line: the outputs of every record before it first, as on one process
@@ -148,6 +154,45 @@ def _in_parallel(chunks: Iterable[list[SourceRecord]], replayer: Replayer, jobs:
         if not finished:  # what is still queued for them will never be read: exit without waiting to send it
             for inbox in inboxes:
                 inbox.cancel_join_thread()
+
+
+def _by_scope(prefix: str, jobs: int) -> Dealer:
+    """Records dealt by this process: each to the process of its scope, as plain tuples (they cross a process
+    boundary cheaply: a named tuple pickles its class); the chunk and its shards kept for the merge."""
+    shard_of = _Sharding(prefix, jobs)
+
+    def deal(chunk: list[SourceRecord]) -> tuple[list[Any], Any]:
+        shards = [shard_of(record) for record in chunk]
+        parts: list[list[tuple[Any, ...]]] = [[] for _ in range(jobs)]
+        for record, shard in zip(chunk, shards, strict=True):
+            parts[shard].append(tuple(record))
+        return parts, (chunk, shards)
+
+    return deal
+
+
+def _whole_to_each(jobs: int) -> Dealer:
+    """Lines handed whole to every process (each takes its own: `_LineRouting`), with the number of the line
+    before them, pickled once for all (a queue pickles what it is given, for each process); that number kept for
+    the merge."""
+    def deal(chunk: tuple[int, list[bytes]]) -> tuple[list[Any], Any]:
+        return [pickle.dumps(chunk, pickle.HIGHEST_PROTOCOL)] * jobs, chunk[0]
+
+    return deal
+
+
+def _line_chunks(lines: Iterable[bytes | str], size: int) -> Iterator[tuple[int, list[bytes]]]:
+    """`lines` as bytes in lists of `size`, each with the number of the line before it."""
+    chunk: list[bytes] = []
+    base = 0
+    for line in lines:
+        chunk.append(line if isinstance(line, bytes) else line.encode())
+        if len(chunk) == size:
+            yield base, chunk
+            base += size
+            chunk = []
+    if chunk:
+        yield base, chunk
 
 
 def _chunks(records: Iterable[SourceRecord], size: int) -> Iterator[list[SourceRecord]]:
@@ -177,15 +222,46 @@ class _Sharding:
         self.known: dict[tuple[str, str], int] = {}
 
     def __call__(self, record: SourceRecord) -> int:
-        routed = route(record.topic, self.prefix)
-        if routed is None:
-            return 0
-        logical, fold = routed
-        scope = (fold.name, fold.key_of(record, logical))
-        shard = self.known.get(scope)
+        found = scope(record, self.prefix)
+        return 0 if found is None else self.of(found)
+
+    def of(self, found: tuple[str, str]) -> int:
+        shard = self.known.get(found)
         if shard is None:
-            shard = self.known[scope] = zlib.crc32(f"{scope[0]}/{scope[1]}".encode()) % self.jobs
+            shard = self.known[found] = zlib.crc32(f"{found[0]}/{found[1]}".encode()) % self.jobs
         return shard
+
+
+SKIP = 255  # the shard of a blank line: nobody's
+
+
+class _LineRouting(_Sharding):
+    """The process a line goes to, found by every process alike from the line parsed (orjson: cheaper than any
+    reading of its head), without building its record where the record's own key decides (`Fold.keyed`)."""
+
+    def __init__(self, prefix: str, jobs: int) -> None:
+        super().__init__(prefix, jobs)
+        self.keyed: dict[tuple[str, str | None], int] = {}  # (topic, key as the line says it) -> shard
+
+    def line(self, line: bytes, number: int) -> tuple[int, Any, SourceRecord | None]:
+        """The line's shard, the line parsed, and its record if it was built to route it (`ReplayInputError` if
+        the line is no record)."""
+        row = row_of(line, number)
+        if row is None:
+            return SKIP, None, None
+        if isinstance(row, dict) and "key_b64" not in row:
+            topic, key = row.get("topic"), row.get("key")
+            if isinstance(topic, str) and (key is None or isinstance(key, str)):
+                shard = self.keyed.get((topic, key))
+                if shard is not None:
+                    return shard, row, None
+                routed = route(topic, self.prefix)
+                if routed is not None and routed[0] in routed[1].keyed:
+                    own = record_key(SourceRecord(topic, 0, 0, 0, None if key is None else key.encode(), None))
+                    shard = self.keyed[(topic, key)] = self.of((routed[1].name, own))
+                    return shard, row, None
+        record = record_in(row, number)
+        return self(record), row, record
 
 
 def _get(outbox: Any, proc: Any) -> Any:
@@ -257,7 +333,7 @@ def _number(heads: list[bytes], tails: list[bytes], start: int, end: int, offset
         pieces += (head, b"%d" % offset, tails[at])
 
 
-def _stitched(shards: list[int], results: list[Encoded], offsets: dict[bytes, int]) -> bytes:
+def _stitched(shards: Sequence[int], results: list[Encoded], offsets: dict[bytes, int]) -> bytes:
     """One chunk's lines from every process's `Encoded` share, back in input order, numbered."""
     counts = [array("I", raw) for raw, _, _ in results]
     heads = [h for _, h, _ in results]
@@ -266,6 +342,8 @@ def _stitched(shards: list[int], results: list[Encoded], offsets: dict[bytes, in
     at = [0] * len(results)  # outputs of each process merged so far
     pieces: list[bytes] = []
     for shard in shards:
+        if shard == SKIP:
+            continue
         count = counts[shard][taken[shard]]
         taken[shard] += 1
         if count:
@@ -279,22 +357,36 @@ Encoded = tuple[bytes, list[bytes], list[bytes]]  # one process's share of a chu
 # and per output its line head and tail (`Replayer.encode`)
 
 
-def _encode_shard(inbox: Any, outbox: Any, topic_prefix: str) -> None:
-    """One process's share of a parallel replay to lines: the keys sent to it, folded in the order received,
-    their outputs encoded (`Encoded`)."""
+def _encode_lines_shard(inbox: Any, outbox: Any, topic_prefix: str, index: int, jobs: int) -> None:
+    """One process's share of a parallel replay of lines: every line routed (`_LineRouting`), its own read, folded
+    in order and encoded. Per chunk: the shard of each line (the first process's alone: every process routes
+    alike), per own record its output count, per output its line head and tail, and the first bad line (its number
+    and error) if it came to one, where it stopped."""
     replayer = Replayer(topic_prefix=topic_prefix)
     encode = replayer.encode
+    routing = _LineRouting(topic_prefix, jobs)
     while (part := inbox.get()) is not None:
+        base, lines = pickle.loads(part)
+        shards = array("B")
         counts = array("I")
         heads: list[bytes] = []
         tails: list[bytes] = []
-        for fields in part:
-            counts.append(encode(SourceRecord(*fields), heads, tails))
-        outbox.put((counts.tobytes(), heads, tails))
+        error: tuple[int, str] | None = None
+        number = base
+        try:
+            for line in lines:
+                number += 1
+                shard, row, record = routing.line(line, number)
+                shards.append(shard)
+                if shard == index:
+                    counts.append(encode(record or record_in(row, number), heads, tails))
+        except ReplayInputError as e:
+            error = (number, str(e))
+        outbox.put((shards.tobytes() if index == 0 else b"", counts.tobytes(), heads, tails, error))
     outbox.put(replayer.counts)
 
 
-def _derive_shard(inbox: Any, outbox: Any, topic_prefix: str) -> None:
+def _derive_shard(inbox: Any, outbox: Any, topic_prefix: str, index: int, jobs: int) -> None:
     """One process's share of a parallel replay: the keys sent to it, folded in the order received."""
     replayer = Replayer(topic_prefix=topic_prefix)
     while (part := inbox.get()) is not None:

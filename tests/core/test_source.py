@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from streams.clients import envelope
 from streams.core import groups, pools
 from streams.core.folds import FOLDS, scope
-from streams.core.source import SourceRecord
+from streams.core.source import SourceRecord, record_key
 from streams.replay import replay_lines
 from streams.replay.replayer import Replayer
 from tests.core.pools.builders import seed_policy
@@ -97,6 +97,21 @@ def test_every_fold_names_a_key_for_any_bytes() -> None:
         for topic in fold.inputs:
             for key, value in ((None, None), (b"\xff", b"\xff"), (None, b"[1]"), (b"k", b'{"group": 5}')):
                 assert isinstance(fold.key_of(SourceRecord(topic, 0, 0, 0, key, value), topic), str)
+
+
+@given(st.one_of(st.none(), st.binary(max_size=8), st.sampled_from([b"pool-a", b"\xff", b"k" * 1100])),
+       st.one_of(st.none(), st.binary(max_size=8),
+                 st.sampled_from([b'{"pool": "b"}', b'{"group": "g", "namespace": "n", "job_set": "j"}', b"[1]"])))
+def test_a_keyed_input_belongs_to_the_state_its_own_key_names_whatever_its_value(key: bytes | None,
+                                                                                 value: bytes | None) -> None:
+    """`Fold.keyed`: a replay on several processes routes these inputs' lines by their key alone, without building
+    their records."""
+    assert any(fold.keyed for fold in FOLDS)
+    for fold in FOLDS:
+        assert fold.keyed <= set(fold.inputs)
+        for topic in fold.keyed:
+            record = SourceRecord(topic, 0, 0, 0, key, value)
+            assert fold.key_of(record, topic) == record_key(record)
 
 
 def _mixed_log(rng: random.Random, count: int) -> list[SourceRecord]:

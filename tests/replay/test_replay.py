@@ -9,15 +9,16 @@ import random
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from streams.clients import envelope
 from streams.core.source import SourceRecord
-from streams.lines import Output, ReplayInputError, line_head, line_tail, output_line, records_of
+from streams.lines import Output, ReplayInputError, export_row, line_head, line_tail, output_line, read_line
 from streams.replay import replay_blocks, replay_lines
-from streams.replay.parallel import derive_all, encode_all
+from streams.replay.parallel import SKIP, _LineRouting, derive_all, encode_all
 from streams.replay.replayer import Replayer
 from tests.core.pools.builders import seed_policy
 from tests.helpers import tribunal
@@ -98,6 +99,27 @@ def test_a_bad_line_after_many_records_ends_a_replay_on_several_processes_as_on_
     assert outputs[0] == outputs[1] and outputs[0].count(b"\n") > 18_000
 
 
+def lines_of(records: list[SourceRecord]) -> list[bytes]:
+    """Export lines of `records`, in the layouts a replay file may have: `tribunal export`'s, `json.dumps`' (spaces,
+    non-ASCII escaped), fields in another order, the key written twice (the last one counts)."""
+    lines = []
+    for i, record in enumerate(records):
+        row = export_row(*record)
+        layout = i % 5
+        if layout == 0:
+            lines.append(orjson.dumps(row))
+        elif layout == 1:
+            lines.append(json.dumps(row).encode())
+        elif layout == 2:
+            lines.append(json.dumps(dict(reversed(row.items())), ensure_ascii=False).encode())
+        elif layout == 3 and row["key"] is not None:
+            lines.append(orjson.dumps({**row, "key": "pool-elsewhere"})[:-1] + b',"key":' + orjson.dumps(row["key"])
+                         + b"}")
+        else:
+            lines.append(orjson.dumps(row))
+    return lines
+
+
 def mixed_log(records: int, seed: int = 3) -> list[SourceRecord]:
     """Pools and scheduler groups, keyed and keyless, broken records and a topic no fold reads."""
     rng = random.Random(seed)
@@ -139,7 +161,7 @@ def test_the_encoded_blocks_are_the_derived_output_lines_whatever_the_processes(
     log = mixed_log(600)
     alone, encoded = Replayer(), Replayer()
     expected = b"".join(output_line(row) + b"\n" for _, rows in derive_all(log, alone) for row in rows)
-    blocks = list(encode_all(log, encoded, jobs, chunk_size=37))  # many chunks in flight
+    blocks = list(encode_all(lines_of(log), encoded, jobs, chunk_size=37))  # many chunks in flight
     assert b"".join(blocks) == expected and len(blocks) > 10
     assert encoded.counts == alone.counts
 
@@ -162,7 +184,7 @@ def test_a_bad_line_comes_after_the_lines_of_every_record_before_it(jobs: int, c
             expected.append(out + b"\n")
     got: list[bytes] = []
     with pytest.raises(ReplayInputError, match="line 21 is not a record line"):
-        for block in encode_all(records_of(lines), Replayer(), jobs, chunk_size=chunk):
+        for block in encode_all(lines, Replayer(), jobs, chunk_size=chunk):
             got.append(block)
     assert b"".join(got) == b"".join(expected) and len(expected) > 20
 
@@ -194,3 +216,39 @@ def test_a_log_decided_before_decisions_could_carry_only_changes_replays_to_the_
     expected = (data / "decisions-before-49.outputs.jsonl").read_bytes()
     assert expected.count(b"scaling-decisions") > 200 and b'"round":"preempt"' in expected
     assert out.read_bytes() == expected
+
+
+keys = st.one_of(st.none(), st.sampled_from(["pool-a", "pool-b", "Pool é", "g1", ""]), st.text(max_size=6),
+                 st.binary(max_size=6), st.just("k" * 1100))
+values = st.one_of(st.none(), st.just(metric("ats", 55)), st.fixed_dictionaries({"group": st.text(max_size=4)}),
+                   st.fixed_dictionaries({"pool": st.sampled_from(["pool-a", "pool-b"]), "type": st.just("Tick")}),
+                   st.binary(max_size=8))
+
+
+@given(st.sampled_from(["policies", "plugin_decider", "plugin_justice", "cluster-events", "job-events",
+                        "scaling-decisions", "x.plugin_decider"]), keys, values,
+       st.sampled_from(["export", "dumps", "reversed", "twice", "escaped", "spaced_key"]), st.sampled_from(["", "x."]))
+def test_a_line_routed_by_its_key_goes_where_its_record_does(topic: str, key: str | bytes | None, value: Any,
+                                                               layout: str, prefix: str) -> None:
+    """A replay on several processes routes a line by the key it names, without building its record, wherever
+    that key alone decides; whatever the line's layout, that is the process the record, built, would go to."""
+    raw_key = key.encode() if isinstance(key, str) else key
+    raw_value = value if isinstance(value, bytes) else (None if value is None else orjson.dumps(value))
+    row = export_row(topic, 1, 2, 3, raw_key, raw_value)
+    if layout == "export":
+        line = orjson.dumps(row)
+    elif layout == "dumps":
+        line = json.dumps(row).encode()
+    elif layout == "reversed":
+        line = json.dumps(dict(reversed(row.items()))).encode()
+    elif layout == "twice":  # the key written again after the value: JSON's last one counts
+        line = orjson.dumps(row)[:-1] + b',"key":"pool-z"}'
+    elif layout == "escaped":  # the key's name itself escaped
+        line = orjson.dumps(row).replace(b'"key"', b'"k\\u0065y"')
+    else:
+        line = orjson.dumps(row).replace(b'"key":', b'"key" :  ')
+    routing = _LineRouting(prefix, 251)
+    record = read_line(line, 1)
+    assert record is not None
+    assert routing.line(line, 1)[0] == routing(record)
+    assert routing.line(b"  ", 1) == (SKIP, None, None)
