@@ -1,7 +1,8 @@
 """Per-command cost of the dispatcher fold with 1,000 and 100,000 jobs pending in one namespace.
 
-The namespace holds `--pending` startable jobs (assigned in batches of 10,000, acceptable starts
-spread) under a cap of 100 running, loaded as the worker loads it. Then each timed record is a
+The namespace holds `--pending` startable jobs (spread over ten workers at every size, in assigns of
+at most 10,000, so that only the jobs pending differ; acceptable starts spread) under a cap of 100 running, loaded as the
+worker loads it. Then each timed record is a
 `JobFinished` of a running job, which frees a slot, so the fold starts the next job in order: the
 dispatcher's steady state (two outputs a command: the outcome and the start). Each goes through
 `dispatch.apply` from raw bytes (validation, fold, every output) and its outputs are encoded to
@@ -26,6 +27,7 @@ from streams.gc_settings import fewer_collections
 
 NS = "bench"
 CAP = 100  # jobs running at once
+WORKERS = 10  # the namespace's workers: the same at every size, so that only the jobs pending grow
 
 
 def record(offset: int, value: dict[str, object]) -> SourceRecord:
@@ -37,10 +39,12 @@ def setup(pending: int) -> tuple[dispatch.DispatchState, int]:
     """A namespace with CAP jobs running and `pending` startable ones waiting for a slot."""
     state, offset, total = dispatch.DispatchState(), 0, pending + CAP
     values: list[dict[str, object]] = [{"type": "MaxThreadsSet", "namespace": NS, "max": CAP}]
-    for b, first in enumerate(range(0, total, 10_000)):
-        values.append({"type": "JobsAssigned", "namespace": NS, "worker": f"w{b % 10}", "start": 0, "end": 1_000_000,
+    batch = min(10_000, -(-total // WORKERS))  # as many workers at every size (an assign holds 10,000 at most)
+    for b, first in enumerate(range(0, total, batch)):
+        values.append({"type": "JobsAssigned", "namespace": NS, "worker": f"w{b % WORKERS}", "start": 0,
+                       "end": 1_000_000,
                        "jobs": [{"external_id": f"{b}-{i}", "timeout_ms": 10**9}
-                                for i in range(min(10_000, total - first))]})
+                                for i in range(min(batch, total - first))]})
     for value in values:
         offset += 1
         state, _ = dispatch.apply(state, record(offset, value), dispatch.DISPATCH_COMMANDS)
