@@ -4,9 +4,9 @@ The namespace holds `--pending` startable jobs (spread over ten workers at every
 at most 10,000, so that only the jobs pending differ; acceptable starts spread) under a cap of 100
 running, loaded as the worker loads it. Then each timed record is a `JobFinished` of a running job,
 which frees a slot, so the fold starts the next job in order: the dispatcher's steady state (two
-outputs a command: the outcome and the start). Each goes through `dispatch.apply` from raw bytes (validation, fold, every output) and its outputs are encoded to
-bytes, as the worker would send them, under the worker's garbage-collector settings. Medians of
---repeat runs.
+outputs a command: the outcome and the start). Each goes through `dispatch.apply` from raw bytes
+(validation, fold, every output) and its outputs are encoded to bytes, as the worker would send them,
+under the worker's garbage-collector settings. Medians of --repeat runs.
 Run: `.venv/bin/python bench/dispatch_fold.py [--records 20000]`.
 """
 
