@@ -77,21 +77,27 @@ def read_line(line: bytes | str, number: int) -> SourceRecord | None:
     """The source record of a replay file's line `number`; None for a blank line; `ReplayInputError` for a line
     that is no record line."""
     row = row_of(line, number)
-    return None if row is None else record_in(row, number)
+    return None if row is BLANK else record_in(row, number)
+
+
+BLANK = object()  # what `row_of` answers for a blank line (a line `null` is no record line, not a blank one)
 
 
 def row_of(line: bytes | str, number: int) -> Any:
-    """Line `number` parsed (what `record_in` reads); None for a blank line; `ReplayInputError` if it is no JSON."""
+    """Line `number` parsed (what `record_in` reads); `BLANK` for a blank line; `ReplayInputError` if it is no
+    JSON."""
     try:
         return orjson.loads(line)
     except orjson.JSONDecodeError as e:
         if not line.strip():  # blank: checked only here, as a line that parses is not blank
-            return None
+            return BLANK
         raise _not_a_record(number, e) from None
 
 
 def record_in(row: Any, number: int) -> SourceRecord:
     """The source record of line `number`, parsed (`row_of`); `ReplayInputError` if it describes none."""
+    if not isinstance(row, dict):
+        raise _not_a_record(number, TypeError(f"a record line is a JSON object, not {type(row).__name__}"))
     try:
         return record_of(row)
     except (ValueError, KeyError, TypeError) as e:

@@ -14,10 +14,10 @@ from typing import Any
 
 from streams.core.folds import route, scope
 from streams.core.source import SourceRecord, record_key
-from streams.lines import Output, ReplayInputError, record_in, records_of, row_of
+from streams.lines import BLANK, Output, ReplayInputError, record_in, records_of, row_of
 from streams.replay.replayer import Derived, Replayer
 
-CHUNK = 5_000  # records per round trip to the processes
+CHUNK = 5_000  # records (or lines) per round trip to the processes
 AHEAD = 3  # chunks handed out before the oldest one's results are awaited
 
 
@@ -47,18 +47,19 @@ def encode_all(lines: Iterable[bytes | str], replayer: Replayer, jobs: int = 1,
 
     Each output is encoded once, by the process that folds it, as its line less the offset
     (`Replayer.encode`). With `jobs > 1` this process neither parses nor routes: it hands each chunk of lines
-    whole to every process, each finds which lines are its own (`_LineRouting`, from a line's head where the
-    record's key decides, without parsing it) and reads, folds and encodes only those, and this process numbers
-    their outputs in input order and joins the pieces (`_stitched`): on two cores the reading and routing this
-    process did were most of a core.
+    whole to every process, each parses every line to find which are its own (`_LineRouting`: by the key the
+    line names, where that alone decides, without building the record) and builds, folds and encodes only
+    those, and this process numbers their outputs in input order and joins the pieces (`_stitched`).
     """
     offsets: dict[bytes, int] = {}  # line_head (a topic and partition) -> the next output's offset
     if jobs <= 1:
         yield from _encode_alone(records_of(lines), replayer, chunk_size, offsets)
         return
+    if jobs >= SKIP:
+        raise ValueError(f"at most {SKIP - 1} processes replay lines (a line's shard is an unsigned short)")
     for base, results in _in_parallel(_line_chunks(lines, chunk_size), replayer, jobs, _encode_lines_shard,
                                       _whole_to_each(jobs)):
-        shards = array("B", results[0][0])  # the first process's routing of every line: each routes alike
+        shards = array("H", results[0][0])  # the first process's routing of every line: each routes alike
         stop = min((error[0] for *_, error in results if error is not None), default=None)
         if stop is not None:
             del shards[stop - base - 1:]  # lines are numbered from 1
@@ -186,7 +187,7 @@ def _line_chunks(lines: Iterable[bytes | str], size: int) -> Iterator[tuple[int,
     chunk: list[bytes] = []
     base = 0
     for line in lines:
-        chunk.append(line if isinstance(line, bytes) else line.encode())
+        chunk.append(line if isinstance(line, bytes) else line.encode("utf-8", "surrogatepass"))  # bad: refused there
         if len(chunk) == size:
             yield base, chunk
             base += size
@@ -232,7 +233,7 @@ class _Sharding:
         return shard
 
 
-SKIP = 255  # the shard of a blank line: nobody's
+SKIP = 0xFFFF  # the shard of a blank line: nobody's (shards are unsigned shorts: `--jobs` is below it)
 
 
 class _LineRouting(_Sharding):
@@ -247,7 +248,7 @@ class _LineRouting(_Sharding):
         """The line's shard, the line parsed, and its record if it was built to route it (`ReplayInputError` if
         the line is no record)."""
         row = row_of(line, number)
-        if row is None:
+        if row is BLANK:
             return SKIP, None, None
         if isinstance(row, dict) and "key_b64" not in row:
             topic, key = row.get("topic"), row.get("key")
@@ -367,7 +368,7 @@ def _encode_lines_shard(inbox: Any, outbox: Any, topic_prefix: str, index: int, 
     routing = _LineRouting(topic_prefix, jobs)
     while (part := inbox.get()) is not None:
         base, lines = pickle.loads(part)
-        shards = array("B")
+        shards = array("H")
         counts = array("I")
         heads: list[bytes] = []
         tails: list[bytes] = []

@@ -189,6 +189,27 @@ def test_a_bad_line_comes_after_the_lines_of_every_record_before_it(jobs: int, c
     assert b"".join(got) == b"".join(expected) and len(expected) > 20
 
 
+@pytest.mark.parametrize(("jobs", "chunk"), [(2, 5_000), (2, 7), (3, 4), (3, 13)])
+@pytest.mark.parametrize("bad", ['null', '[1]', '{"topic": "plugin_decider", "partition": 0, "offset": "x", '
+                                 '"timestamp": 0, "key": "pool-a", "value": null}'])
+def test_a_bad_line_only_its_own_process_reads_stops_the_replay_where_one_process_does(jobs: int, chunk: int,
+                                                                                      bad: str) -> None:
+    """A line that parses but describes no record: JSON `null`, a list, or a record line of a keyed topic whose
+    offset is no number (routed by its key, so only the process that owns pool-a reads it)."""
+    lines = [line("policies", 0, seed_policy())] + [line("plugin_decider", i, metric("ats", 5 * i)) for i in range(19)]
+    lines += [line("plugin_decider", i, metric("ats", 5 * i), key="pool-b") for i in range(20, 30)]
+    lines += [bad, line("plugin_decider", 40, metric("ats", 75))]
+    expected: list[bytes] = []
+    with pytest.raises(ReplayInputError, match="line 31 is not a record line"):
+        for block in encode_all(lines, Replayer(), 1):
+            expected.append(block)
+    got: list[bytes] = []
+    with pytest.raises(ReplayInputError, match="line 31 is not a record line"):
+        for block in encode_all(lines, Replayer(), jobs, chunk_size=chunk):
+            got.append(block)
+    assert b"".join(got) == b"".join(expected) and b"".join(expected).count(b"\n") > 25
+
+
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_blank_lines_are_skipped_and_a_last_line_needs_no_newline(jobs: int) -> None:
     lines = ["", line("policies", 0, seed_policy()), "  ", line("plugin_decider", 0, metric("ats", 55)), "\r",
@@ -252,3 +273,5 @@ def test_a_line_routed_by_its_key_goes_where_its_record_does(topic: str, key: st
     assert record is not None
     assert routing.line(line, 1)[0] == routing(record)
     assert routing.line(b"  ", 1) == (SKIP, None, None)
+    with pytest.raises(ReplayInputError):  # `null` is no blank line
+        routing.line(b"null", 1)

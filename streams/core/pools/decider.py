@@ -29,6 +29,7 @@ from streams.core.pools.verdicts import (
     mark,
     move,
     move_cap,
+    named_keys,
     reset,
 )
 
@@ -215,15 +216,20 @@ Step = tuple[str, "DeciderState", Verdict]  # the app a stale decision is about,
 
 def advance(state: DeciderState, at: int, fresh: str | None = None) -> tuple[DeciderState, list[Step]]:
     """The pool's clock moved to `at` (a record's event time): apps silent for their `stale_after_s` go stale,
-    each with its decision, in app order; `fresh` is the app reporting at `at`."""
+    each with its decision, in app order; `fresh` is the app reporting at `at`.
+
+    Under observe-only each decision starts from the instances as they stand, not as the one before would have
+    moved them: the fold stores them unchanged (`fold._decision`)."""
     timing = state.timing
     if timing is None or at <= timing.now:
         return state, []
     state = state.with_timing(timing._replace(now=at))
     steps: list[Step] = []
     for key in went_stale(timing, state.policy.stale_ms, at, fresh):
-        state, verdict = _go_stale(state, state.policy.by_key[key], at)
-        steps.append((state.policy.by_key[key].name, state, verdict))
+        after, verdict = _go_stale(state, state.policy.by_key[key], at)
+        steps.append((state.policy.by_key[key].name, after, verdict))
+        state = after if not after.policy.observe_only else after.with_instances(
+            state.instances, state.used, named_keys(after.policy, verdict.moves))
     return state, steps
 
 

@@ -23,8 +23,7 @@ from streams.core.intake import error_text, parse, readable
 from streams.core.outputs import Emit
 from streams.core.pools import decider, justice
 from streams.core.pools.justice import JusticeState
-from streams.core.pools.rules import CompiledPolicy
-from streams.core.pools.verdicts import DeciderState, MoveRecord, Verdict
+from streams.core.pools.verdicts import DeciderState, MoveRecord, Verdict, named_keys
 from streams.core.source import SourceRecord, cause_of, event_time, named_key, record_key
 
 POLICIES = "policies"
@@ -226,8 +225,9 @@ def _decision(state: PoolState, current: DeciderState, record: SourceRecord, poo
     the instances stay as they were `before` (callers give none for policies and the actuator's observations:
     those change them)."""
     observing = current.policy.observe_only
+    named = named_keys(current.policy, verdict.moves) if verdict.moves else []
     if observing and before is not None:
-        current = current.with_instances(before.instances, before.used, _named(current.policy, verdict.moves))
+        current = current.with_instances(before.instances, before.used, named)
     previous = state.decider
     state, seq = state.numbered(SCALING_DECISIONS, current, state.justice)
     changes = current.policy.changes_only
@@ -237,7 +237,6 @@ def _decision(state: PoolState, current: DeciderState, record: SourceRecord, poo
     instances, metricals = current.by_name() if not changes or not same_policy else ({}, {})
     cause = cause_of(record, state.applied)
     changed: list[tuple[str, int]] = []
-    named = _named(current.policy, verdict.moves) if verdict.moves else []
     if previous is None or previous.instances is not current.instances:
         if previous is not None and same_policy:
             changed = _moved(previous, current, named)
@@ -319,20 +318,14 @@ def _givers(verdict: Verdict) -> Mapping[str, float]:
 
 
 def _moved(previous: DeciderState, current: DeciderState, keys: list[str]) -> list[tuple[str, int]]:
-    """`_changed` under one policy, without walking every app: only an app a move names (`keys`, `_named`) can have
-    changed.
+    """`_changed` under one policy, without walking every app: only an app a move names (`keys`, `named_keys`) can
+    have changed.
 
     In rule order, and only those whose instances differ (an app observed up, then evicted back, moved but
     did not change)."""
     policy = current.policy
     before, after = previous.instances, current.instances
     return [(policy.by_key[k].name, after[k]) for k in keys if before[k] != after[k]]
-
-
-def _named(policy: CompiledPolicy, moves: tuple[MoveRecord, ...]) -> list[str]:
-    """The keys of the policy's apps the moves name, in rule order (rules are sorted by key)."""
-    key_of = policy.key_of  # moves name apps as the policy spells them; "free" is none, unless an app is so named
-    return sorted({key_of[m[end]] for m in moves for end in ("from", "to") if m[end] in key_of})
 
 
 def _changed(previous: DeciderState | None, instances: Mapping[str, int]) -> list[tuple[str, int]]:

@@ -4,8 +4,9 @@ shares, exact fractions throughout.
 
 Under `decisions: changes` rounds 2 and 3 read the pool's `ranks` (who could give, in order) instead of
 walking its apps, wherever that gives the same decision: round 3 when every candidate's share is below one unit
-(the common case, which hands one unit each to the highest scores) and no app is cooling down; the scan
-decides the rest. The whole form always scans: its decisions list every candidate's score anyway."""
+(the common case, which hands one unit each to the highest scores) and the policy sets no cool-down
+(`preempted_cooldown_s`); the scan decides the rest. The whole form always scans: its decisions list every
+candidate's score anyway."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from typing import final
 
 from schemas.decisions import Outcome, Round
 from streams.core.persistent import editable, edited
-from streams.core.pools.ranks import PRIORITIES, Exact, Offer, Ranks
+from streams.core.pools.ranks import PRIORITIES, Exact, Offer, Ranks, exact, offered
 from streams.core.pools.rules import FREE, NEUTRAL, AppRule, CompiledPolicy, shown
 from streams.core.pools.timing import Timing
 from streams.core.pools.verdicts import (
@@ -142,8 +143,7 @@ def _from_level(state: DeciderState, grant: Grant, priority: int, given: list[st
     for k in grant.idle[priority]:
         if k != me.key:
             donor = by_key[k]
-            number = donor.number(metricals[k]) if numbers is None else numbers[k]
-            offer = min(-number, instances[k] - donor.min_num)
+            offer = offered(donor, instances[k], donor.number(metricals[k]) if numbers is None else numbers[k])
             if offer > 0:
                 offers.append((-offer, k))
     heapq.heapify(offers)  # linear; only the donors that give are popped, not all the idle apps sorted
@@ -292,9 +292,7 @@ def _busy(state: DeciderState, rule: AppRule, metricals: Mapping[str, float], mo
 
 def _score(metrical: float, priority: int) -> int | Fraction:
     """100 - metrical + Priority * 10, exactly (higher priority and higher load give up less)."""
-    if metrical.is_integer():
-        return 100 + priority * 10 - int(metrical)
-    return 100 + priority * 10 - Fraction(metrical)
+    return 100 + priority * 10 - exact(metrical)
 
 
 def _preempt(need: int, weight: list[int], room: list[int]) -> list[tuple[int, int]]:

@@ -1,5 +1,5 @@
 """Who could give, kept in order as a pool changes: under `decisions: changes` a growth finds its donors
-without walking the pool (issue 49: a decision at 1,000 apps costs about what one at 10 does).
+without walking the pool (issue 49: a decision's cost grows with what it changes, not with the pool).
 
 Per priority, two sorted lists: the idle apps that offer instances, the largest offer first, then the key (the
 order round 2 takes them in), and the apps above MinNum by metrical, the lowest first, then the key (round 3's
@@ -46,13 +46,11 @@ def number_of(rule: AppRule, metricals: Mapping[str, float], timing: Timing | No
 def _entries(rule: AppRule, instances: Mapping[str, int], metricals: Mapping[str, float],
              timing: Timing | None) -> Entries:
     """`rule`'s app's entries in the lists, standing as `instances`, `metricals` and `timing` say."""
-    key = rule.key
-    above = instances[key] - rule.min_num
-    if above <= 0:
+    key, count = rule.key, instances[rule.key]
+    if count <= rule.min_num:
         return None, None  # at MinNum: neither a candidate nor offering
-    metrical = metricals[key]
-    number = rule.number(metrical) if timing is None else timing.numbers[key]
-    return (-min(-number, above), key) if number < 0 else None, (metrical, key)
+    offer = offered(rule, count, number_of(rule, metricals, timing))
+    return (-offer, key) if offer > 0 else None, (metricals[key], key)
 
 
 @final
@@ -136,6 +134,9 @@ class Ranks(Frozen):
 def _swap(level: list[Any], was: tuple[Any, str] | None, now: tuple[Any, str] | None) -> None:
     """`level` (a copy of this change's own) without the entry `was` and with `now`."""
     if was is not None:
-        del level[bisect.bisect_left(level, was)]
+        at = bisect.bisect_left(level, was)
+        if at == len(level) or level[at] != was:  # the ranks no longer stand for their state: fail here, not later
+            raise AssertionError(f"{was!r} is not ranked")
+        del level[at]
     if now is not None:
         bisect.insort(level, now)

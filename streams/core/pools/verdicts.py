@@ -10,7 +10,7 @@ from immutables import Map
 
 from schemas.decisions import Outcome, Round
 from streams.core.frozen import Frozen
-from streams.core.persistent import PSet, added, set_of, updated
+from streams.core.persistent import PSet, added, set_of
 from streams.core.pools.ranks import PRIORITIES, Ranks, number_of
 from streams.core.pools.rules import NEUTRAL, AppRule, CompiledPolicy
 from streams.core.pools.timing import Timing
@@ -128,11 +128,6 @@ class DeciderState(Frozen):
         return DeciderState(self.policy, self.capacity, self.instances, self.metricals, self.idle, timing, self.used,
                             self.ranks)
 
-    def with_metrical(self, key: str, metrical: float) -> Mapping[str, float]:
-        """The metricals with `key`'s set to `metrical`, of the state's kind."""
-        return updated(self.metricals, key, metrical)
-
-
 def mark(idle: Idle, rule: AppRule, is_idle: bool) -> Idle:
     """`idle` with `rule`'s app in it or not."""
     p, key = rule.priority, rule.key
@@ -180,6 +175,13 @@ MoveRecord = dict[str, Any]  # a `schemas.decisions.Move`, laid out as it is ser
 
 def move(source: str, target: str, count: int, round_: Round) -> MoveRecord:
     return {"from": source, "to": target, "count": count, "round": round_}
+
+
+def named_keys(policy: CompiledPolicy, moves: Iterable[MoveRecord]) -> list[str]:
+    """The keys of the policy's apps the moves name, in rule order (rules are sorted by key): the only apps whose
+    instances a decision can have changed."""
+    key_of = policy.key_of  # moves name apps as the policy spells them; "free" is none, unless an app is so named
+    return sorted({key_of[m[end]] for m in moves for end in ("from", "to") if m[end] in key_of})
 
 
 def decided(outcome: Outcome, code: str, reason: str, moves: Iterable[MoveRecord] = (), requested: int = 0,

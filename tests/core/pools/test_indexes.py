@@ -10,6 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from streams.core.pools import fold, grants
+from streams.core.pools.verdicts import named_keys
 from tests.core.pools.test_decider_properties import events, policies, run
 
 
@@ -26,7 +27,7 @@ def test_running_totals_and_changed_apps_match_a_full_walk(policy: dict[str, Any
         assert all(rules[k].priority == p for p, level in enumerate(after.idle) for k in level), after.idle
         # the apps a decision's moves name are all whose instances changed (what `pool-instances` is written for)
         if before.policy is after.policy:
-            named = fold._named(after.policy, tuple(d["moves"]))
+            named = named_keys(after.policy, d["moves"])
             assert fold._moved(before, after, named) == fold._changed(before, after.by_name()[0]), d
 
 

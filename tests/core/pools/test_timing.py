@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -89,6 +90,22 @@ def test_observe_only_computes_decisions_but_never_changes_instances() -> None:
     assert ScalingDecision.model_validate(out[0]).mode == "observe"
     observed = decisions(log.event({"type": "InstancesObserved", "instances": {"web": 7}}, at=T0 + 61_000))[0]
     assert observed["instances"]["web"] == 7  # the actuator's counts are the pool's truth, observed or not
+
+
+@pytest.mark.parametrize("form", ["whole", "changes"])
+def test_under_observe_only_apps_going_stale_together_each_decide_from_the_instances_as_they_stand(form: str) -> None:
+    """Two apps stale at one tick: the second's decision starts from the instances the fold keeps (the first's
+    moves were only written), and a `decisions: changes` pool's ranks follow (`Log` checks them)."""
+    log = started(policy(web(stale_after_s=10, on_stale="idle"),
+                         {**batch(stale_after_s=10, on_stale="idle"), "release": "eager"},
+                         observe_only=True, decisions=form))
+    out = decisions(log.event({"type": "Tick", "pool": "pool-a", "now": T0 + 11_000}, at=T0 + 11_000))
+    assert [d["trigger"]["app"] for d in out] == ["batch", "web"]
+    assert [d["moves"] for d in out] == [[{"from": "batch", "to": "free", "count": 4, "round": "release"}],
+                                         [{"from": "web", "to": "free", "count": 4, "round": "release"}]]
+    assert all(d["free"] == 10 for d in out)  # capacity 20, both at 5: nothing was released in truth
+    later = decisions(log.metric("web", 95, at=T0 + 12_000))
+    assert later[0]["moves"][0]["round"] == "free" and later[0]["instances"]["web"] == 5
 
 
 def test_a_stale_app_held_idle_or_at_its_fallback_is_handled_as_configured_and_says_so() -> None:
@@ -233,15 +250,16 @@ timed_events = st.lists(st.one_of(
 
 
 @given(timed_events, st.sampled_from(["hold", "idle", {"fallback_metrical": 75}]), st.integers(1, 40),
-       st.sampled_from(["whole", "changes"]))
+       st.sampled_from(["whole", "changes"]), st.booleans())
 def test_timed_states_keep_idle_in_step_with_numbers_and_survive_the_changelog(
-        events: list[tuple[str, str, int, int]], on_stale: Any, window_s: int, form: str) -> None:
+        events: list[tuple[str, str, int, int]], on_stale: Any, window_s: int, form: str, observing: bool) -> None:
     """Whatever reports, ticks and policy versions come, `idle` is the apps standing at a negative Number, and
     the changelog's dump loads back to the very same state (a worker recovering folds on exactly as before);
     under `decisions: changes` the ranks follow the Numbers stabilization and stale handling set (`Log`)."""
     apps = [web(scale_down_stabilization_s=window_s, stale_after_s=window_s, on_stale=on_stale),
-            batch(scale_up_stabilization_s=window_s, stale_after_s=2 * window_s)]
-    log = started(policy(*apps, capacity=12, preempted_cooldown_s=window_s, decisions=form))
+            batch(scale_up_stabilization_s=window_s, stale_after_s=2 * window_s, on_stale=on_stale)]
+    pool = {"preempted_cooldown_s": window_s, "decisions": form, "observe_only": observing}
+    log = started(policy(*apps, capacity=12, **pool))
     at, version = T0, 1
     for kind, name, metrical, gap in events:
         at += gap
@@ -251,8 +269,7 @@ def test_timed_states_keep_idle_in_step_with_numbers_and_survive_the_changelog(
             log.event({"type": "Tick", "pool": "pool-a", "now": at}, at=at)
         else:
             version += 1
-            log.policy({**policy(*apps, capacity=12, preempted_cooldown_s=window_s, decisions=form),
-                        "version": f"v{version}"}, at=at)
+            log.policy({**policy(*apps, capacity=12, **pool), "version": f"v{version}"}, at=at)
         state = log.state
         d = state.decider
         assert d is not None and d.timing is not None
