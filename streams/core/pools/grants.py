@@ -19,7 +19,7 @@ from typing import final
 
 from schemas.decisions import Outcome, Round
 from streams.core.persistent import editable, edited
-from streams.core.pools.ranks import PRIORITIES, Exact, Offer, Ranks, exact, offered
+from streams.core.pools.ranks import PRIORITIES, Exact, Offer, Ranks, exact
 from streams.core.pools.rules import FREE, NEUTRAL, AppRule, CompiledPolicy, shown
 from streams.core.pools.timing import Timing
 from streams.core.pools.verdicts import (
@@ -96,7 +96,8 @@ def grow(state: DeciderState, rule: AppRule, metrical: float, metricals: Mutable
               + "; ".join(grant.notes) + f"; granted {granted}")
     if granted:
         grant.instances[rule.key] += granted
-    new = state.changed([rule.key, *grant.donors], edited(grant.instances), edited(grant.metricals), grant.idle,
+    moved = (rule.key, *grant.donors) if state.ranks is not None else ()  # only ranks need to know
+    new = state.changed(moved, edited(grant.instances), edited(grant.metricals), grant.idle,
                         grant.timing, grant.used)
     return new, decided(outcome, code, reason, grant.moves, requested=wanted, granted=granted, scores=grant.scores,
                         scored=grant.scored, score_sum=grant.score_sum)
@@ -143,7 +144,8 @@ def _from_level(state: DeciderState, grant: Grant, priority: int, given: list[st
     for k in grant.idle[priority]:
         if k != me.key:
             donor = by_key[k]
-            offer = offered(donor, instances[k], donor.number(metricals[k]) if numbers is None else numbers[k])
+            number = donor.number(metricals[k]) if numbers is None else numbers[k]
+            offer = min(-number, instances[k] - donor.min_num)  # `offered`, inline: the whole form's hot loop
             if offer > 0:
                 offers.append((-offer, k))
     heapq.heapify(offers)  # linear; only the donors that give are popped, not all the idle apps sorted
@@ -211,7 +213,9 @@ def _by_preemption(state: DeciderState, grant: Grant) -> None:
         listed[r.name] = float(score)
     grant.scores = listed
     weight = [int(s * den) for s in scores] if den != 1 else [int(s) for s in scores]
-    grant.scored, grant.score_sum = len(candidates), float(Fraction(sum(weight), den))
+    if state.policy.changes_only:  # what the changes form says instead of every score
+        total = sum(weight)
+        grant.scored, grant.score_sum = len(candidates), float(total if den == 1 else Fraction(total, den))
     taken = [(candidates[i].key, n) for i, n in _preempt(grant.need, weight, room)]
     for key, n in taken:
         grant.take(names[key], n, "preempt")

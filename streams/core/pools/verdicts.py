@@ -10,14 +10,12 @@ from immutables import Map
 
 from schemas.decisions import Outcome, Round
 from streams.core.frozen import Frozen
-from streams.core.persistent import PSet, added, set_of
 from streams.core.pools.ranks import PRIORITIES, Ranks, number_of
 from streams.core.pools.rules import NEUTRAL, AppRule, CompiledPolicy
 from streams.core.pools.timing import Timing
 
-Idle = tuple[PSet[str], ...]  # the idle apps of each priority (index 1 to PRIORITIES; 0 stays empty): a
-# grant's donors are found from the lowest priority up, not by walking every idle app; persistent sets, as a
-# priority of a large pool holds hundreds
+Idle = tuple[frozenset[str], ...]  # the idle apps of each priority (index 1 to PRIORITIES; 0 stays empty): a
+# grant's donors are found from the lowest priority up, not by walking every idle app
 
 
 @final
@@ -59,7 +57,7 @@ class DeciderState(Frozen):
         keys = [r.key for r in policy.rules]
         instances, metricals = {k: instances[k] for k in keys}, {k: metricals[k] for k in keys}
         negative = [r for r in policy.rules if number_of(r, metricals, timing) < 0]
-        idle = tuple(set_of(r.key for r in negative if r.priority == p) for p in range(PRIORITIES + 1))
+        idle = tuple(frozenset(r.key for r in negative if r.priority == p) for p in range(PRIORITIES + 1))
         used = sum(instances.values())
         if not policy.changes_only:
             return DeciderState(policy, capacity, instances, metricals, idle, timing, used)
@@ -86,7 +84,7 @@ class DeciderState(Frozen):
 
     def idle_apps(self) -> frozenset[str]:
         """Every idle app, whatever its priority."""
-        return frozenset(k for level in self.idle for k in level)
+        return frozenset().union(*self.idle)
 
     @property
     def free(self) -> int:
@@ -97,10 +95,11 @@ class DeciderState(Frozen):
         """This state after a decision that changed the apps of `keys` only (their instances, metricals or
         Numbers): `used` is the sum of `instances`, kept by the caller; the ranks follow the apps."""
         ranks = self.ranks
-        if ranks is not None:
-            ranks = ranks.moved(self.policy, keys, (self.instances, self.metricals, self.timing),
-                                (instances, metricals, timing))
-        return DeciderState(self.policy, self.capacity, instances, metricals, idle, timing, used, ranks)
+        if ranks is None:
+            return DeciderState(self.policy, self.capacity, instances, metricals, idle, timing, used)
+        return DeciderState(self.policy, self.capacity, instances, metricals, idle, timing, used,
+                            ranks.moved(self.policy, keys, (self.instances, self.metricals, self.timing),
+                                        (instances, metricals, timing)))
 
     def with_instances(self, instances: Mapping[str, int], used: int, keys: Iterable[str]) -> DeciderState:
         """This state with other instances for the apps of `keys`, whose sum the caller has kept (`used`)."""
@@ -109,6 +108,8 @@ class DeciderState(Frozen):
     def with_metricals(self, key: str, metricals: Mapping[str, float], idle: Idle,
                        timing: Timing | None) -> DeciderState:
         """This state with the same instances and `key`'s app reporting: a decision that moved nothing."""
+        if self.ranks is None:  # `changed`, without its call: most decisions move nothing
+            return DeciderState(self.policy, self.capacity, self.instances, metricals, idle, timing, self.used)
         return self.changed((key,), self.instances, metricals, idle, timing, self.used)
 
     def with_policy(self, policy: CompiledPolicy) -> DeciderState:
@@ -134,7 +135,7 @@ def mark(idle: Idle, rule: AppRule, is_idle: bool) -> Idle:
     level = idle[p]
     if (key in level) == is_idle:
         return idle
-    return (*idle[:p], added(level, key) if is_idle else level.delete(key), *idle[p + 1:])
+    return (*idle[:p], level | {key} if is_idle else level - {key}, *idle[p + 1:])
 
 
 @final
