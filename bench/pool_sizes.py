@@ -13,13 +13,12 @@ import argparse
 import random
 import sys
 from pathlib import Path
-from typing import Any
 
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from core_fold import SPEC  # type: ignore[import-not-found]
+from core_fold import policy  # type: ignore[import-not-found]
 from machine import describe  # type: ignore[import-not-found]
 
 from schemas.policy import DeciderPolicy, published
@@ -28,12 +27,6 @@ from streams.clients import envelope
 from streams.core import pools
 from streams.core.pools.codec import dump_policies, dump_state
 from streams.core.source import SourceRecord
-
-
-def policy(apps: int, form: str = "whole") -> dict[str, Any]:
-    return {"kind": "decider", "version": "sizes", "capacity": apps * 12, "decisions": form,
-            "initial": {f"app{i:04d}": 10 for i in range(apps)},
-            "apps": [{"App": f"app{i:04d}", "Priority": 1 + i % 10, "MinNum": 2, "Spec": SPEC} for i in range(apps)]}
 
 
 def accepted(apps: int) -> bool:

@@ -29,7 +29,7 @@ import orjson
 from schemas.policy import DeciderPolicy, published
 from streams.errors import ConfigError
 
-RECORD_LIMIT = 1 << 20  # the worker's producer's max_request_size (2 x its batch bytes): the largest record it sends
+RECORD_LIMIT = 1 << 20  # the worker's producer's max_request_size (`worker.app`): the largest record it sends
 LONGEST_FLOAT = 33.333333333333336  # a metrical or score as long as a float prints (17 significant digits)
 REASON_WORDS = 200  # the reason's own words beside the names it lists
 
@@ -41,19 +41,19 @@ class RecordTooLarge(ConfigError):
 def bounds(policy: DeciderPolicy) -> dict[str, int]:
     """Bytes at most of each of the pool's records that grows with its apps, by name."""
     names = [a.App for a in policy.apps]
-    capacity = policy.capacity if policy.capacity is not None else sum(policy.starting_instances().values())
-    most = max(capacity, 0)
+    longest = max(names, key=len)
+    most = policy.capacity if policy.capacity is not None else sum(policy.starting_instances().values())
     apps = {n: most for n in names}
     floats = {n: LONGEST_FLOAT for n in names}
     growth = max((abs(s.Number) for a in policy.apps for s in a.Spec), default=0)
     movers = sorted(names, key=len, reverse=True)[:max(1, min(len(names), growth))]  # each move gives one or more
-    move = [{"from": n, "to": max(names, key=len), "count": most, "round": "preempt"} for n in movers]
+    move = [{"from": n, "to": longest, "count": most, "round": "preempt"} for n in movers]
     listed = sum(len(n) + 8 for n in names)
     decision = {
         "type": "ScalingDecision", "pool": "p" * 200, "seq": 1 << 62,
         "cause": {"topic": "t" * 249, "partition": 1 << 31, "offset": 1 << 62, "timestamp": 1 << 62,
                   "position": 1 << 62},
-        "policy_version": policy.version, "trigger": {"kind": "metric", "app": max(names, key=len),
+        "policy_version": policy.version, "trigger": {"kind": "metric", "app": longest,
                                                       "metrical": LONGEST_FLOAT, "capacity": most},
         "outcome": "partial", "requested": most, "granted": most, "moves": [*move, *move],  # idle, then preempt
         "instances": apps, "metricals": floats, "capacity": most, "free": most, "scores": floats,

@@ -35,6 +35,8 @@ from streams.settings import Settings
 if TYPE_CHECKING:
     from streams.core.source import SourceRecord
 
+MAX_JOBS = 1024  # replay processes at most (each line's process is kept in an unsigned short)
+
 
 @dlq_cli.command("redrive")
 def dlq_redrive(topic: Annotated[str, typer.Option(help="Dead-letter topic, without the prefix, e.g. "
@@ -118,7 +120,7 @@ def replay(input_file: Annotated[Path | None, typer.Option("--input", "-i", help
                                                 "output topics; exit 1 at the first divergence")] = False,
            start: FromBound = None, end: ToBound = None, bootstrap: Bootstrap = None,
            topic_prefix: Prefix = None,
-           jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, max=1024, help="Processes folding the records "
+           jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, max=MAX_JOBS, help="Processes folding the records "
                                              "(keys are independent; 0: one per core)")] = 0) -> None:
     """Run the pure cores over an exported log, or over the topics themselves, and write or verify the outputs."""
     from streams.lines import LineWriter
@@ -133,7 +135,7 @@ def replay(input_file: Annotated[Path | None, typer.Option("--input", "-i", help
         raise TribunalError("give --output FILE (or --verify)")
     settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
     replayer = Replayer(topic_prefix=settings.topic_prefix)
-    processes = jobs or min(os.cpu_count() or 1, 1024)
+    processes = jobs or min(os.cpu_count() or 1, MAX_JOBS)
     fewer_collections()
     freeze_start_up()
     started = time.perf_counter()

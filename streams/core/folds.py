@@ -131,7 +131,7 @@ POOLS: Fold[pools.PoolState] = Fold(
     pools.apply, pools.key_of, tables=(Table("pool-state", pool_codec.dump_state),
                                        Table("pool-policies", pool_codec.dump_policies, pool_codec.policies_changed)),
     load=pool_codec.load, describe=pool_view.describe, explain=pool_view.explain, render=pool_view.render,
-    self_contained=pools.self_contained, keyed=frozenset({pools.POLICIES, pools.PLUGIN_DECIDER, pools.PLUGIN_JUSTICE}),
+    self_contained=pools.self_contained, keyed=pools.KEYED,
     gauges=pool_view.gauges, key_name="pool", numbered_by=pools.SCALING_DECISIONS, clocked=True)
 GROUPS: Fold[groups.GroupState] = Fold(
     "groups", groups.INPUTS, groups.OUTPUTS, frozenset({groups.REJECTION_LIMITS}), groups.GroupState, groups.apply,

@@ -24,8 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -38,6 +36,7 @@ from streams.decider.metrics import ActuatorMetrics
 from streams.decider.targets import ActuationFailed, Change, Target, backoff, instrument
 from streams.settings import Settings
 from streams.topics import ACTUATIONS
+from streams.zk.election import process_name
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +88,7 @@ class Actuator:
 
     def __post_init__(self) -> None:
         self.client = DeciderClient(self.settings, self.pool, group_id=None)
-        self.identity = f"{socket.gethostname()}:{os.getpid()}"
+        self.identity = process_name()
         instrument(self.target, self.metrics)
 
     # -- one pass ----------------------------------------------------------------------------------

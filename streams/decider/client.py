@@ -58,10 +58,8 @@ class Desired:
         """These instances moved on by `decision`. A whole decision states every app: its instances, and 0 for
         apps it no longer lists. One of `form: changes` states what it changed (an app that left the policy at 0):
         these instances with its own over them."""
-        if decision.form == "changes":
-            return Desired({**self.instances, **decision.instances}, decision.seq, at)
-        instances = {**dict.fromkeys(self.instances, 0), **decision.instances}
-        return Desired(instances, decision.seq, at)
+        base = self.instances if decision.form == "changes" else dict.fromkeys(self.instances, 0)
+        return Desired({**base, **decision.instances}, decision.seq, at)
 
 
 class DeciderClient(Writer):

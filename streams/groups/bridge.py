@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import random
-import socket
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -32,7 +30,7 @@ from typing import Any
 from schemas.common import INT64_MAX, INT64_MIN
 from streams.core.groups import JOB_EVENTS, SCHEDULER_EVENTS
 from streams.settings import Settings
-from streams.zk.election import Candidacy, session
+from streams.zk.election import Candidacy, process_name, session
 from streams.zk.layout import Layout, is_group
 from streams.zk.publisher import Publisher
 
@@ -112,7 +110,7 @@ class Bridge:
         self.reconnected = threading.Event()
         self.watching: set[str] = set()
         self.generation = 0  # of the watches: those of an earlier leadership or session stop themselves
-        self.name = f"{socket.gethostname()}:{os.getpid()}"
+        self.name = process_name()
         self.term = 0  # the fencing token of the current leadership, on every event published under it
         self.publisher: Publisher | None = None
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from streams.core.folds import route, scope
-from streams.core.source import SourceRecord, record_key
+from streams.core.source import SourceRecord
 from streams.lines import BLANK, Output, ReplayInputError, record_in, records_of, row_of
 from streams.replay.replayer import Derived, Replayer
 
@@ -257,9 +257,9 @@ class _LineRouting(_Sharding):
                 if shard is not None:
                     return shard, row, None
                 routed = route(topic, self.prefix)
-                if routed is not None and routed[0] in routed[1].keyed:
-                    own = record_key(SourceRecord(topic, 0, 0, 0, None if key is None else key.encode(), None))
-                    shard = self.keyed[(topic, key)] = self.of((routed[1].name, own))
+                if routed is not None and routed[0] in routed[1].keyed:  # the key alone decides: a record of it will do
+                    shard = self.keyed[(topic, key)] = self(SourceRecord(topic, 0, 0, 0, None if key is None
+                                                                         else key.encode(), None))
                     return shard, row, None
         record = record_in(row, number)
         return self(record), row, record
@@ -378,16 +378,17 @@ def _encode_lines_shard(inbox: Any, outbox: Any, topic_prefix: str, index: int, 
             for line in lines:
                 number += 1
                 shard, row, record = routing.line(line, number)
-                shards.append(shard)
+                if index == 0:  # the merge reads the first process's routing alone
+                    shards.append(shard)
                 if shard == index:
                     counts.append(encode(record or record_in(row, number), heads, tails))
         except ReplayInputError as e:
             error = (number, str(e))
-        outbox.put((shards.tobytes() if index == 0 else b"", counts.tobytes(), heads, tails, error))
+        outbox.put((shards.tobytes(), counts.tobytes(), heads, tails, error))
     outbox.put(replayer.counts)
 
 
-def _derive_shard(inbox: Any, outbox: Any, topic_prefix: str, index: int, jobs: int) -> None:
+def _derive_shard(inbox: Any, outbox: Any, topic_prefix: str, _index: int, _jobs: int) -> None:
     """One process's share of a parallel replay: the keys sent to it, folded in the order received."""
     replayer = Replayer(topic_prefix=topic_prefix)
     while (part := inbox.get()) is not None:

@@ -36,6 +36,7 @@ from faust.web import Request, Response, View
 
 from streams import kafka
 from streams.core import folds
+from streams.pool_sizes import RECORD_LIMIT
 from streams.settings import Settings
 from streams.worker import faust_private, metrics
 from streams.worker.agent import add_fold_agent
@@ -131,7 +132,7 @@ def create_app(settings: Settings) -> faust.App:
         # flush of a few hundred decisions was many batches, each waiting for the one before it to be
         # acknowledged (measured: most of the write time). The broker takes up to 1 MB a batch.
         producer_max_batch_size=PRODUCER_BATCH_BYTES,
-        producer_max_request_size=2 * PRODUCER_BATCH_BYTES,
+        producer_max_request_size=RECORD_LIMIT,
         consumer_group_instance_id=settings.instance_id
         or f"{settings.app_id}-{socket.gethostname()}-{settings.web_port}",
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import socket
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -37,6 +38,11 @@ async def session(hosts: str, timeout: float, listener: Callable[[str], Any]) ->
 def identifier() -> str:
     """Who stands: the host and thread, as the election's contenders list shows them."""
     return f"{socket.gethostname()}:{threading.get_native_id()}"
+
+
+def process_name() -> str:
+    """This process, as the records of an elected one name it: host and pid."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 class SessionState:

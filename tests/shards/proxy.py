@@ -52,9 +52,10 @@ class Proxy:
         peers = {a: b, b: a}
         try:
             while not self.closed:
+                if not self.open.is_set():  # cut: leave the bytes in the kernel's buffers (a select on them would
+                    self.open.wait(0.2)  # return at once, and spin a core for the whole cut)
+                    continue
                 ready, _, _ = select.select(list(peers), [], [], 0.2)
-                if not self.open.is_set():
-                    continue  # cut: leave the bytes in the kernel's buffers
                 for sock in ready:
                     data = sock.recv(65536)
                     if not data:

@@ -8,6 +8,7 @@ from streams.core.pools.fold import (
     CLUSTER_EVENTS,
     INPUTS,
     JUSTICE_OUTCOMES,
+    KEYED,
     OUTPUTS,
     PLUGIN_DECIDER,
     PLUGIN_JUSTICE,
@@ -20,6 +21,5 @@ from streams.core.pools.fold import (
     self_contained,
 )
 
-__all__ = ["CLUSTER_EVENTS", "INPUTS", "JUSTICE_OUTCOMES", "OUTPUTS", "PLUGIN_DECIDER", "PLUGIN_JUSTICE", "POLICIES",
-           "POOL_INSTANCES", "SCALING_DECISIONS", "PoolState", "apply", "key_of",
-           "self_contained"]
+__all__ = ["CLUSTER_EVENTS", "INPUTS", "JUSTICE_OUTCOMES", "KEYED", "OUTPUTS", "PLUGIN_DECIDER", "PLUGIN_JUSTICE",
+           "POLICIES", "POOL_INSTANCES", "SCALING_DECISIONS", "PoolState", "apply", "key_of", "self_contained"]

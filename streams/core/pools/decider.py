@@ -218,8 +218,8 @@ def advance(state: DeciderState, at: int, fresh: str | None = None) -> tuple[Dec
     """The pool's clock moved to `at` (a record's event time): apps silent for their `stale_after_s` go stale,
     each with its decision, in app order; `fresh` is the app reporting at `at`.
 
-    Under observe-only each decision starts from the instances as they stand, not as the one before would have
-    moved them: the fold stores them unchanged (`fold._decision`)."""
+    Under observe-only each step's state keeps the instances as they stood (its decision's moves are only
+    written), so the next app decides from them."""
     timing = state.timing
     if timing is None or at <= timing.now:
         return state, []
@@ -227,9 +227,10 @@ def advance(state: DeciderState, at: int, fresh: str | None = None) -> tuple[Dec
     steps: list[Step] = []
     for key in went_stale(timing, state.policy.stale_ms, at, fresh):
         after, verdict = _go_stale(state, state.policy.by_key[key], at)
+        if after.policy.observe_only:
+            after = after.with_instances(state.instances, state.used, named_keys(after.policy, verdict.moves))
         steps.append((state.policy.by_key[key].name, after, verdict))
-        state = after if not after.policy.observe_only else after.with_instances(
-            state.instances, state.used, named_keys(after.policy, verdict.moves))
+        state = after
     return state, steps
 
 

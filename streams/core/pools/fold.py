@@ -76,6 +76,9 @@ class PoolState(Frozen):
         return PoolState(with_decider, with_justice, {**self.seqs, stream: seq}, self.offsets, self.applied), seq
 
 
+KEYED = frozenset(INPUTS) - {CLUSTER_EVENTS}  # the inputs whose pool is their record's own key (`key_of`)
+
+
 def key_of(record: SourceRecord, topic: str) -> str:
     """The pool a record of logical input `topic` belongs to: the pool a cluster event names, else its key.
 
@@ -156,16 +159,13 @@ def _cluster(state: PoolState, record: SourceRecord, pool: str) -> tuple[PoolSta
 def _advance(state: PoolState, record: SourceRecord, pool: str, current: DeciderState, at: int,
              fresh: str | None = None) -> tuple[PoolState, DeciderState, list[Emit]]:
     """The pool's clock moved to `at`: a decision for each app that went stale (the record is their cause),
-    and the decider to go on from (as stored: under observe-only, with its instances unchanged)."""
+    and the decider to go on from (`decider.advance` keeps the instances under observe-only)."""
     current, steps = decider.advance(current, at, fresh)
     emits: list[Emit] = []
     for app, after, verdict in steps:
-        state, emitted = _decision(state, after, record, pool, _trigger("stale", app=app), verdict, state.decider)
+        state, emitted = _decision(state, after, record, pool, _trigger("stale", app=app), verdict)
         emits += emitted
-    if not steps:
-        return state, current, emits
-    assert state.decider is not None  # the last step's decider, as stored
-    return state, state.decider, emits
+    return state, current, emits
 
 
 def _trigger(kind: str, capacity: int | None = None, app: str | None = None) -> dict[str, Any]:
@@ -254,7 +254,6 @@ def _decision(state: PoolState, current: DeciderState, record: SourceRecord, poo
         key = _trigger_key(current, trigger)
         out["instances"] = _instances_shown(current, key, changed)
         out["metricals"] = _metricals_shown(previous, current, key, verdict.moves, metricals)
-        out["scores"] = _givers(verdict)
     if observing:
         out["mode"] = "observe"
     if verdict.shaped:
@@ -307,14 +306,6 @@ def _metricals_shown(previous: DeciderState | None, current: DeciderState, key: 
     if key is not None and key not in shown:
         shown = sorted([*shown, key])
     return {policy.by_key[k].name: after[k] for k in shown}
-
-
-def _givers(verdict: Verdict) -> Mapping[str, float]:
-    """`decisions: changes`: the scores of the candidates that gave, in the order they were scored."""
-    if not verdict.scores:
-        return verdict.scores
-    gave = {m["from"] for m in verdict.moves if m["round"] == "preempt"}
-    return {name: score for name, score in verdict.scores.items() if name in gave}
 
 
 def _moved(previous: DeciderState, current: DeciderState, keys: list[str]) -> list[tuple[str, int]]:

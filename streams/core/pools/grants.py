@@ -121,7 +121,7 @@ def _from_idle(state: DeciderState, grant: Grant) -> None:
     give are walked, the lowest first: a donor's reset changes nothing of a higher priority's offers."""
     me = grant.rule
     given: list[str] = []
-    ranks = state.ranks if state.policy.changes_only else None
+    ranks = state.ranks
     for priority in range(PRIORITIES, 0, -1):
         if ranks is not None:
             if ranks.offers[priority]:
@@ -179,14 +179,14 @@ def _by_preemption(state: DeciderState, grant: Grant) -> None:
     """Round 3: preemption of strictly lower priority, by score, largest remainder, until met; an app in its
     cool-down after a preemption (preempted_cooldown_s) is spared."""
     rule, instances, names = grant.rule, grant.instances, state.policy.by_key
-    if state.ranks is not None and state.policy.changes_only and not state.policy.cooldown_ms:
+    lower = state.policy.lower_than[rule.priority]
+    if state.ranks is not None and lower and not state.policy.cooldown_ms:
         ranks = state.ranks
         if grant.donors:  # round 2's donors gave and were reset: they stand elsewhere now
             ranks = ranks.moved(state.policy, grant.donors, (state.instances, state.metricals, state.timing),
                                 (instances, grant.metricals, grant.timing))
-        if _by_rank(state, grant, ranks):
+        if _by_rank(state, grant, ranks, lower):
             return
-    lower = state.policy.lower_than[rule.priority]
     candidates = [r for r in lower if instances[r.key] > r.min_num]
     if not lower:
         grant.notes.append(f"no app has lower priority than {rule.name} (P{rule.priority})")
@@ -217,6 +217,8 @@ def _by_preemption(state: DeciderState, grant: Grant) -> None:
         total = sum(weight)
         grant.scored, grant.score_sum = len(candidates), float(total if den == 1 else Fraction(total, den))
     taken = [(candidates[i].key, n) for i, n in _preempt(grant.need, weight, room)]
+    if state.policy.changes_only:  # the changes form lists the scores of those that gave, in the order scored
+        grant.scores = {names[k].name: listed[names[k].name] for k, _ in taken}
     for key, n in taken:
         grant.take(names[key], n, "preempt")
     grant.notes.append("preempted " + ", ".join(f"{names[k].name} {n}" for k, n in taken)
@@ -226,14 +228,11 @@ def _by_preemption(state: DeciderState, grant: Grant) -> None:
         grant.timing = timing._replace(preempted={**timing.preempted, **{k: timing.now for k, _ in taken}})
 
 
-def _by_rank(state: DeciderState, grant: Grant, ranks: Ranks) -> bool:
+def _by_rank(state: DeciderState, grant: Grant, ranks: Ranks, lower: tuple[AppRule, ...]) -> bool:
     """Round 3 from the ranks, where every candidate's share is below one unit: the `need` highest scores give one
     each (`_units`), found by merging the lower priorities' lists. False where the scan must decide: some share
     would be a unit or more (few candidates)."""
     rule, names, need = grant.rule, state.policy.by_key, grant.need
-    lower = state.policy.lower_than[rule.priority]
-    if not lower:
-        return False  # the scan says so
     levels = [p for p in range(rule.priority + 1, PRIORITIES + 1) if ranks.above[p]]
     if not levels:
         grant.notes.append("lower-priority apps are at MinNum: " + _some(lower))

@@ -114,9 +114,9 @@ class DeciderState(Frozen):
 
     def with_policy(self, policy: CompiledPolicy) -> DeciderState:
         """This state under another compilation of its policy (`fold.self_contained`: the same rules, another form
-        of decision)."""
+        of decision); ranks go with the changes form alone, which reads them."""
         return DeciderState(policy, self.capacity, self.instances, self.metricals, self.idle, self.timing, self.used,
-                            self.ranks)
+                            self.ranks if policy.changes_only else None)
 
     def with_capacity(self, capacity: int) -> DeciderState:
         return DeciderState(self.policy, capacity, self.instances, self.metricals, self.idle, self.timing, self.used,
