@@ -4,7 +4,8 @@ Both run in this one process's view of one broker (a fresh local stack, free por
   baseline  a bare aiokafka loop: consume a record, produce one record (no state, no transactions);
             for latency also transactional: a fetch's records and offsets in one transaction (the
             worker's peer under exactly-once: what Kafka's transactions cost on this broker);
-  Faust     a Faust agent that only counts events (bench/bare_faust.py): Faust's own ceiling;
+  Faust     a Faust agent that only counts events (bench/bare_faust.py): Faust's own ceiling; and the
+            same agent taking its events as the worker's agents do: the ceiling of tribunal's path;
   tribunal  `tribunal worker` as a separate process: decider fold, tables, transactional outputs.
 Throughput: a backlog of --records metric envelopes over 20 pools, timed from the first record
 produced to the last output visible to a read_committed consumer. Latency: --rate records/s for
@@ -15,6 +16,9 @@ how many decisions were still outstanding when the last input was produced). Mis
 backlog with every record produced to a partition other than its key's, so each is forwarded
 through the repartition topic before it is folded (the cost of the extra hop).
 Last, per phase, where a record's time went in the worker (its `/checkpoint/` page and CPU time).
+`--ceiling N`: only the backlogs, N rounds of the transactional loops (one producer; one per partition), both
+counting agents and the worker (exactly-once), each round on new topics, and per round each one's ratio to the
+transactional loop.
 Run: `.venv/bin/python bench/e2e.py`.
 """
 
@@ -24,6 +28,7 @@ import argparse
 import asyncio
 import json
 import math
+import multiprocessing
 import os
 import random
 import shutil
@@ -142,35 +147,61 @@ async def collecting(bootstrap: str, topic: str, expected: int, timeout: float,
 
 
 async def baseline_loop(bootstrap: str, source: str, sink: str, stop: asyncio.Event,
-                        transactional: bool = False) -> None:
+                        transactional: bool = False, per_partition: bool = False) -> None:
     """Consume a record, produce one; `transactional`: each fetched batch's records and offsets in one
     transaction, its writes acknowledged before the offsets join it (exactly-once's own cost, the
-    worker's peer for latency), read_committed."""
+    worker's peer for latency), read_committed. `per_partition`: a transactional producer for each input
+    partition, each committing its own partition's writes and offset, all at once: the only exactly-once that
+    fences a rebalanced member's zombie on aiokafka, whose `send_offsets_to_transaction` carries the group id
+    alone (TxnOffsetCommit v0, no KIP-447 group metadata), and so the worker's way (Faust's)."""
     group = f"bench-{sink}"
+    transactional = transactional or per_partition
     consumer = AIOKafkaConsumer(source, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
                                 enable_auto_commit=not transactional,
                                 isolation_level="read_committed" if transactional else "read_uncommitted")
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=1,
-                                transactional_id=f"bench-{sink}" if transactional else None)
+    producers: dict[int | None, AIOKafkaProducer] = {}
+
+    async def producer_for(partition: int) -> AIOKafkaProducer:
+        slot = partition if per_partition else None
+        if slot not in producers:
+            name = f"bench-{sink}" + (f"-{partition}" if per_partition else "")
+            producers[slot] = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=1,
+                                               transactional_id=name if transactional else None)
+            await producers[slot].start()
+        return producers[slot]
+
+    async def commit(producer: AIOKafkaProducer, batch: dict[TopicPartition, list[Any]]) -> None:
+        await producer.send_offsets_to_transaction({tp: records[-1].offset + 1 for tp, records in batch.items()},
+                                                   group)
+        await producer.commit_transaction()
+
     await consumer.start()
-    await producer.start()
     try:
         while not stop.is_set():
             batch = await consumer.getmany(timeout_ms=100)
-            if transactional and batch:
-                await producer.begin_transaction()
-            sent = []
-            for records in batch.values():
-                for r in records:
-                    cause = {"topic": r.topic, "partition": r.partition, "offset": r.offset, "timestamp": r.timestamp}
-                    sent.append(await producer.send(sink, json.dumps({"cause": cause}).encode(), key=r.key))
-            if transactional and batch:
+            if not batch:
+                continue
+            # what each producer writes: one producer for every partition, or one for each
+            parts: dict[int | None, dict[TopicPartition, list[Any]]] = {}
+            for tp, records in batch.items():
+                parts.setdefault(tp.partition if per_partition else None, {})[tp] = records
+            sent, written = [], []
+            for part in parts.values():
+                producer = await producer_for(next(iter(part)).partition)
+                written.append((producer, part))
+                if transactional:
+                    await producer.begin_transaction()
+                for records in part.values():
+                    for r in records:
+                        cause = {"topic": r.topic, "partition": r.partition, "offset": r.offset,
+                                 "timestamp": r.timestamp}
+                        sent.append(await producer.send(sink, json.dumps({"cause": cause}).encode(), key=r.key))
+            if transactional:
                 await asyncio.gather(*sent)
-                await producer.send_offsets_to_transaction(
-                    {tp: records[-1].offset + 1 for tp, records in batch.items()}, group)
-                await producer.commit_transaction()
+                await asyncio.gather(*(commit(producer, part) for producer, part in written))
     finally:
-        await producer.stop()
+        for producer in producers.values():
+            await producer.stop()
         await consumer.stop()
 
 
@@ -221,21 +252,25 @@ async def loop_latency(bootstrap: str, name: str, rate: float, seconds: float, t
 
 
 async def run_baseline(bootstrap: str, records: int, rate: float, seconds: float
-                       ) -> tuple[float, Latency, Latency, float]:
-    """The bare loop's backlog throughput, its latency at `rate`, the transactional loop's latency, and the
-    transactional loop's backlog throughput: the limit of exactly-once on aiokafka, the worker's own peer."""
+                       ) -> tuple[float, Latency, Latency, float, float]:
+    """The bare loop's backlog throughput, its latency at `rate`, the transactional loop's latency, the
+    transactional loop's backlog throughput (one producer: the issue's limit of exactly-once on aiokafka) and
+    the same with a producer per partition (the exactly-once a group of workers can use on aiokafka)."""
     plain = await loop_backlog(bootstrap, "base", records, False)
     txn_backlog = await loop_backlog(bootstrap, "tbase", records, True)
+    partition_backlog = await loop_backlog(bootstrap, "pbase", records, True, per_partition=True)
     return (plain, await loop_latency(bootstrap, "lat", rate, seconds, False),
-            await loop_latency(bootstrap, "txn", rate, seconds, True), txn_backlog)
+            await loop_latency(bootstrap, "txn", rate, seconds, True), txn_backlog, partition_backlog)
 
 
-async def loop_backlog(bootstrap: str, name: str, records: int, transactional: bool) -> float:
+async def loop_backlog(bootstrap: str, name: str, records: int, transactional: bool, per_partition: bool = False
+                       ) -> float:
     """Records/s of the bare loop draining a backlog: timed from the first record produced to the last output
     read (read_committed), as the worker's backlog is."""
     await create(bootstrap, [f"{name}-in", f"{name}-out"])
     stop = asyncio.Event()
-    loop = asyncio.create_task(baseline_loop(bootstrap, f"{name}-in", f"{name}-out", stop, transactional))
+    loop = asyncio.create_task(baseline_loop(bootstrap, f"{name}-in", f"{name}-out", stop, transactional,
+                                             per_partition))
     started = time.monotonic()
     await produce(bootstrap, f"{name}-in", metrics(records, 1))
     await collect(bootstrap, f"{name}-out", records, 300)
@@ -245,19 +280,23 @@ async def loop_backlog(bootstrap: str, name: str, records: int, transactional: b
     return throughput
 
 
-def bare_faust(bootstrap: str, records: int) -> float:
-    """Records/s of a Faust agent that only counts, draining a backlog of `records` (bench/bare_faust.py)."""
-    asyncio.run(create(bootstrap, ["faust-in"]))
-    asyncio.run(produce(bootstrap, "faust-in", metrics(records, 3)))
+def bare_faust(bootstrap: str, records: int, path: str = "faust", run: int = 0) -> tuple[float, float]:
+    """Records/s of a Faust agent that only counts, draining a backlog of `records` (bench/bare_faust.py) on
+    topics of its own (`run` numbers them), and its processor time a record (us); `path` "worker": taking its
+    events as the worker's agents do."""
+    topic = f"faust-in-{path}-{run}"
+    asyncio.run(create(bootstrap, [topic]))
+    asyncio.run(produce(bootstrap, topic, metrics(records, 3)))
     script = Path(__file__).with_name("bare_faust.py")
     with tempfile.TemporaryDirectory() as home:  # Faust's data directory (`<app id>-data/`) goes there, not in bench/
         proc = subprocess.run([sys.executable, str(script), "worker", "-l", "warn"], cwd=home, timeout=600,
-                              env={**os.environ, "BARE_BOOTSTRAP": bootstrap, "BARE_TOPIC": "faust-in",
-                                   "BARE_COUNT": str(records)}, capture_output=True, text=True)
-    rates = [line.split()[-1] for line in (proc.stdout + proc.stderr).splitlines() if "rate " in line]
-    if not rates:
+                              env={**os.environ, "BARE_BOOTSTRAP": bootstrap, "BARE_TOPIC": topic,
+                                   "BARE_COUNT": str(records), "BARE_PATH": path}, capture_output=True, text=True)
+    said = {words[-2]: words[-1] for words in map(str.split, (proc.stdout + proc.stderr).splitlines())
+            if len(words) >= 2 and words[-2] in ("rate", "cpu")}  # Faust's logging may prefix the line
+    if "rate" not in said:
         raise RuntimeError(f"bare Faust agent printed no rate:\n{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
-    return float(rates[-1])
+    return float(said["rate"]), float(said.get("cpu", "nan"))
 
 
 @dataclass
@@ -278,6 +317,7 @@ class Result:
     stats: dict[str, float]
     cpu: float  # the worker's CPU seconds while the phase ran
     behind: int  # decisions still missing when the last input was produced
+    broker_cpu: float = math.nan  # the broker's CPU seconds while the phase ran (where `run_phase` was given it)
 
 
 def worker_cpu(pid: int) -> float:
@@ -309,7 +349,7 @@ def start_worker(env: dict[str, str]) -> subprocess.Popen[bytes]:
         return subprocess.Popen([TRIBUNAL, "worker"], env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
-async def run_phase(bootstrap: str, phase: Phase, index: int, home: Path) -> Result:
+async def run_phase(bootstrap: str, phase: Phase, index: int, home: Path, broker: int | None = None) -> Result:
     prefix = f"bench{index}."
     env, port = worker_env(bootstrap, f"bench{index}", home, phase.guarantee)
     env["TRIBUNAL_METRICS"] = str(phase.metrics).lower()
@@ -321,6 +361,7 @@ async def run_phase(bootstrap: str, phase: Phase, index: int, home: Path) -> Res
         seen: list[tuple[float, bytes]] = []
         task = await collecting(bootstrap, prefix + "scaling-decisions", phase.records + POOLS, 900, seen)
         before, cpu = worker_stats(port), worker_cpu(worker.pid)
+        broker_cpu = math.nan if broker is None else worker_cpu(broker)
         started = time.monotonic()
         await produce(bootstrap, prefix + "plugin_decider", metrics(phase.records, index + 1), phase.rate,
                       phase.wrong)
@@ -328,9 +369,10 @@ async def run_phase(bootstrap: str, phase: Phase, index: int, home: Path) -> Res
         await task
         elapsed = time.monotonic() - started
         after, cpu = worker_stats(port), worker_cpu(worker.pid) - cpu
+        broker_cpu = math.nan if broker is None else worker_cpu(broker) - broker_cpu
         stats = {k: after[k] - before[k] for k in after if k != "largest"} | {"largest": after["largest"]}
         seen = [s for s in seen if json.loads(s[1])["cause"]["topic"].endswith("plugin_decider")]
-        return Result(phase, phase.records / elapsed, seen, stats, cpu, behind)
+        return Result(phase, phase.records / elapsed, seen, stats, cpu, behind, broker_cpu)
     finally:
         worker.terminate()
         worker.wait(60)
@@ -392,6 +434,90 @@ def counting_cost() -> float:
     return (time.perf_counter() - started) / COUNTED * 1e6
 
 
+def ceiling(records: int, rounds: int) -> None:
+    """Backlog rates in `rounds` rounds, each measure beside the transactional loop of its own round, and the
+    processor time a record of the process that drains the backlog and of the broker: what bounds the worker's
+    exactly-once backlog against the loop (issue 49's goal) on a machine whose two cores the broker, the bench
+    and the worker share."""
+    names = ("aiokafka transactional loop", "the same, a producer per partition", "Faust agent that only counts",
+             "the same, on the worker delivery path", "tribunal backlog, exactly-once")
+    rows: list[list[tuple[float, float, float]]] = []  # per round, per measure: records/s, its process's and
+    # the broker's processor time a record (us; the broker's nan where not measured)
+    with local_stack("e2e-ceiling") as cluster:
+        bootstrap, home = cluster.topology.bootstrap, cluster.topology.home
+        broker = cluster.pid(cluster.servers()[1])
+        assert broker is not None
+        for i in range(rounds):
+            row = [loop_in_child(bootstrap, f"tbase{i}", records, False, broker),
+                   loop_in_child(bootstrap, f"pbase{i}", records, True, broker)]
+            row += [(*bare_faust(bootstrap, records, path, i), math.nan) for path in ("faust", "worker")]
+            worker = asyncio.run(run_phase(bootstrap, Phase("backlog, exactly-once", records), 100 + i, home, broker))
+            row.append((worker.throughput, worker.cpu / records * 1e6, worker.broker_cpu / records * 1e6))
+            rows.append(row)
+    print(f"{describe()}; {records} records backlog, {rounds} rounds; per measure: records/s (ratio to the round's "
+          f"transactional loop), the draining process's processor time a record, the broker's (us)")
+    for i, row in enumerate(rows):
+        print(f"round {i + 1}: " + "; ".join(
+            f"{name} {rate:,.0f}/s ({rate / row[0][0]:.2f}), {cpu:.0f} us" + ("" if math.isnan(b) else f" + {b:.0f}")
+            for name, (rate, cpu, b) in zip(names, row, strict=True)))
+    for j, name in enumerate(names):
+        ratios = [row[j][0] / row[0][0] for row in rows]
+        cpus = [row[j][1] for row in rows]
+        brokers = [row[j][2] for row in rows if not math.isnan(row[j][2])]
+        print(f"{name}: median {statistics.median(r[j][0] for r in rows):,.0f}/s, ratio to the transactional "
+              f"loop {statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}); processor time a record "
+              f"{statistics.median(cpus):.0f} us" + (f", the broker's {statistics.median(brokers):.0f} us" if brokers
+                                                     else ""))
+    to_partition = [row[-1][0] / row[1][0] for row in rows]
+    print(f"tribunal backlog to the loop with a producer per partition: median ratio "
+          f"{statistics.median(to_partition):.2f} ({min(to_partition):.2f}-{max(to_partition):.2f})")
+
+
+def loop_in_child(bootstrap: str, name: str, records: int, per_partition: bool, broker: int
+                  ) -> tuple[float, float, float]:
+    """`loop_backlog` (transactional) with the loop in a process of its own, started before the backlog is
+    produced: records/s, the loop's processor time a record and the broker's (us)."""
+    asyncio.run(create(bootstrap, [f"{name}-in", f"{name}-out"]))
+    context = multiprocessing.get_context("fork")
+    stop, ready = context.Event(), context.Event()
+    child = context.Process(target=_loop_process, args=(bootstrap, name, per_partition, stop, ready))
+    child.start()
+    try:
+        if not ready.wait(60):
+            raise RuntimeError(f"the loop {name} did not start")
+
+        async def backlog() -> float:
+            started = time.monotonic()
+            reading = asyncio.create_task(collect(bootstrap, f"{name}-out", records, 300))
+            await produce(bootstrap, f"{name}-in", metrics(records, 1))
+            await reading
+            return records / (time.monotonic() - started)
+
+        cpu, broker_cpu = worker_cpu(child.pid), worker_cpu(broker)  # type: ignore[arg-type]
+        rate = asyncio.run(backlog())
+        cpu, broker_cpu = worker_cpu(child.pid) - cpu, worker_cpu(broker) - broker_cpu  # type: ignore[arg-type]
+    finally:
+        stop.set()
+        child.join(60)
+    return rate, cpu / records * 1e6, broker_cpu / records * 1e6
+
+
+def _loop_process(bootstrap: str, name: str, per_partition: bool, stop: Any, ready: Any) -> None:
+    """`baseline_loop` (transactional) until `stop` is set; `ready` once its consumer and producers started."""
+    async def run() -> None:
+        stopping = asyncio.Event()
+        loop = asyncio.create_task(baseline_loop(bootstrap, f"{name}-in", f"{name}-out", stopping, True,
+                                                 per_partition))
+        await asyncio.sleep(2)  # its consumer joins the group, its producers start with the first batch
+        ready.set()
+        while not stop.is_set():
+            await asyncio.sleep(0.05)
+        stopping.set()
+        await loop
+
+    asyncio.run(run())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--records", type=int, default=20_000)
@@ -402,32 +528,41 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="copy the workers' logs to this directory")
     parser.add_argument("--metrics-pairs", type=int, metavar="N",
                         help="only the cost of metrics: N backlog runs with and N without, alternating")
+    parser.add_argument("--ceiling", type=int, metavar="N",
+                        help="only the backlogs: N rounds of the transactional loop, the counting agents, the worker")
     args = parser.parse_args()
+    if args.ceiling:
+        ceiling(args.records, args.ceiling)
+        return
     if args.metrics_pairs:
         metrics_cost(args.records, args.metrics_pairs)
         return
-    at_rate = int(args.rate * args.seconds)
+    paced = int(args.rate * args.seconds)
     phases = [Phase("backlog, exactly-once", args.records), Phase("backlog, metrics off", args.records, metrics=False),
-              Phase("1,000/s exactly-once", at_rate, args.rate),
-              Phase("1,000/s at-least-once", at_rate, args.rate, "at_least_once"),
+              Phase("1,000/s exactly-once", paced, args.rate),
+              Phase("1,000/s at-least-once", paced, args.rate, "at_least_once"),
               Phase(f"{args.high_rate:,.0f}/s exactly-once", int(args.high_rate * args.high_seconds), args.high_rate),
               Phase("backlog, misrouted", args.records, wrong=True)]
     with local_stack("e2e") as cluster:
         bootstrap, home = cluster.topology.bootstrap, cluster.topology.home
         base = asyncio.run(run_baseline(bootstrap, args.records, args.rate, args.seconds))
         ours = [asyncio.run(run_phase(bootstrap, phase, i, home)) for i, phase in enumerate(phases)]
-        faust_only = bare_faust(bootstrap, args.records)
+        faust_only, _ = bare_faust(bootstrap, args.records)
+        faust_path, _ = bare_faust(bootstrap, args.records, "worker")
         if args.keep:
             shutil.copytree(home, args.keep, dirs_exist_ok=True, ignore=shutil.ignore_patterns("*kafka*", "*zk*"))
     print(f"{describe()}; {args.records} records backlog; latency at {args.rate:g}/s for {args.seconds:g}s "
           f"and {args.high_rate:g}/s for {args.high_seconds:g}s")
     print(f"{'':<36} {'records/s':>10} {'p50 ms':>8} {'p99 ms':>8}  (p99 without the first {WARM_UP:g} s of inputs)")
-    throughput, plain, txn, txn_throughput = base
+    throughput, plain, txn, txn_throughput, partition_throughput = base
     print(f"{'aiokafka loop, backlog / 1,000/s':<36} {throughput:>10,.0f} {plain.p50:>8.1f} {plain.p99:>8.1f}"
           f"  ({plain.warm:.1f})")
     print(f"{'aiokafka transactional loop, same':<36} {txn_throughput:>10,.0f} {txn.p50:>8.1f} {txn.p99:>8.1f}"
           f"  ({txn.warm:.1f})")
+    print(f"{'the same, a producer per partition':<36} {partition_throughput:>10,.0f}")
     print(f"{'Faust agent that only counts':<36} {faust_only:>10,.0f}  (drains a backlog already produced)")
+    print(f"{'the same, on the worker delivery path':<36} {faust_path:>10,.0f}  (faust_private.events: the ceiling "
+          f"of any tribunal worker; {faust_path / txn_throughput:.2f} of the transactional loop)")
     for r in ours:
         if r.phase.rate is None:
             print(f"{'tribunal ' + r.phase.name:<36} {r.throughput:>10,.0f}")
@@ -441,7 +576,8 @@ def main() -> None:
     at_rate = next(r for r in ours if r.phase.rate is not None and r.phase.guarantee == "exactly_once")
     p99 = latency_of(at_rate.seen)[1]
     print(f"exactly-once ratios to the bare transactional loop (issue 49): backlog "
-          f"{keyed.throughput / txn_throughput:.2f}; p99 at {args.rate:g}/s {p99 / txn.p99:.2f}")
+          f"{keyed.throughput / txn_throughput:.2f}; p99 at {args.rate:g}/s {p99 / txn.p99:.2f}; backlog to the "
+          f"loop with a producer per partition {keyed.throughput / partition_throughput:.2f}")
     print(f"throughput ratio tribunal/baseline: {keyed.throughput / throughput:.2f}; misrouted/baseline: "
           f"{misrouted.throughput / throughput:.2f}; misrouted/keyed: {misrouted.throughput / keyed.throughput:.2f}")
     for r in ours:

@@ -6,7 +6,11 @@ tribunal's worker (`e2e.run_phase`, as `bench/e2e.py` runs it) and `bench/quix_a
 application with `processing_guarantee="exactly-once"`, commit interval and poll timeout at 0.1 s, its own state
 store, calling the same compiled `streams.core` fold and producing the same bytes. quixstreams pins pydantic
 below 2.14, so it runs from a venv of its own, `bench/.quix-venv`, made here on first use (from PyPI).
-Rounds alternate which goes first; the ratio of each round and their median are printed.
+Rounds alternate which goes first; the ratio of each round and their median are printed. Each round also drains
+the backlog through a bare aiokafka loop with a transactional producer per partition and no fold (`e2e.baseline_loop`):
+the fastest exactly-once a group member can run on aiokafka (its offsets commit carries no KIP-447 group metadata,
+so fencing needs a producer per input partition, as Faust's), whatever the fold costs on top of it; quixstreams
+(librdkafka) commits for all its partitions through one producer.
 Run: `.venv/bin/python bench/quix_peer.py [--records 20000] [--rounds 3]`.
 """
 
@@ -28,7 +32,16 @@ from aiokafka import AIOKafkaProducer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from e2e import POLICY, POOLS, Phase, collect, create, metrics, run_phase  # type: ignore[import-not-found]
+from e2e import (  # type: ignore[import-not-found]
+    POLICY,
+    POOLS,
+    Phase,
+    collect,
+    create,
+    loop_backlog,
+    metrics,
+    run_phase,
+)
 from machine import describe, local_stack  # type: ignore[import-not-found]
 
 from streams.core import pools
@@ -108,7 +121,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     quix_python()
-    ratios = []
+    ratios, ceilings = [], []
     with local_stack("quix-peer") as cluster, tempfile.TemporaryDirectory() as tmp:
         bootstrap, home = cluster.topology.bootstrap, cluster.topology.home
         for i in range(args.rounds):
@@ -120,12 +133,16 @@ def main() -> None:
                                                        100 + i, home)).throughput
                 else:
                     rates[who] = quix_round(bootstrap, i, args.records, Path(tmp))
+            loop = asyncio.run(loop_backlog(bootstrap, f"pquix{i}", args.records, True, per_partition=True))
             ratios.append(rates["tribunal"] / rates["quix"])
+            ceilings.append(loop / rates["quix"])
             print(f"round {i + 1}: tribunal {rates['tribunal']:,.0f}/s, quixstreams {rates['quix']:,.0f}/s, "
-                  f"ratio {ratios[-1]:.2f}", flush=True)
+                  f"ratio {ratios[-1]:.2f}; the aiokafka loop with a producer per partition, no fold, {loop:,.0f}/s: "
+                  f"{ceilings[-1]:.2f} of quixstreams", flush=True)
     print(f"{describe()}; {args.records} records backlog, exactly-once, {args.rounds} rounds")
     print(f"tribunal / quixstreams running the same fold: median {statistics.median(ratios):.2f} "
-          f"({min(ratios):.2f}-{max(ratios):.2f})")
+          f"({min(ratios):.2f}-{max(ratios):.2f}); the aiokafka loop with a producer per partition and no fold / "
+          f"quixstreams: median {statistics.median(ceilings):.2f} ({min(ceilings):.2f}-{max(ceilings):.2f})")
 
 
 if __name__ == "__main__":

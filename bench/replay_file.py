@@ -4,7 +4,12 @@ The log holds a decider policy for each of 20 pools (10 apps each), then metric 
 random apps and pools, with 1% malformed records (they go to the DLQ lines). It is written once
 to --log, then replayed by the CLI exactly as a user runs it, and timed end to end. Beside it, in the
 same run, the limit one process could reach: the folds and the encoding of their outputs alone, over
-records parsed before the clock starts (`folds_alone`).
+records parsed before the clock starts (`folds_alone`). And what no way of splitting the work can
+avoid, measured over the same records: reading the lines into records (`reading`), writing the output
+lines (`writing`), and the folds alone run by two processes at once (`side_by_side`: how two such
+processes share this machine). From them, the most a replay on N processes could reach against N times
+the folds alone: each process reading, folding and writing only its own records, nothing handed over
+and nothing merged.
 Run: `.venv/bin/python bench/replay_file.py [--records 1000000]`.
 """
 
@@ -13,6 +18,7 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import multiprocessing
 import os
 import random
 import subprocess
@@ -26,6 +32,7 @@ from machine import describe  # type: ignore[import-not-found]
 
 from streams.gc_settings import fewer_collections
 from streams.lines import records_of
+from streams.replay.parallel import encode_all
 from streams.replay.replayer import Replayer
 
 TRIBUNAL = str(Path(sys.executable).with_name("tribunal"))
@@ -79,6 +86,17 @@ def main() -> None:
     jobs = args.jobs or os.cpu_count() or 1
     print(f"the folds and their encoding alone, one process, over the first {measured:,} records read beforehand: "
           f"{alone:,.0f} records/s; replay {rate / alone:.2f} of it ({rate / alone / jobs:.2f} of {jobs} times it)")
+    read_rate, write_rate = reading(args.log, ALONE), writing(args.log, ALONE, out.with_suffix(".floor"))
+    together = side_by_side(args.log, ALONE)
+    alone_us, read_us, write_us = 1e6 / alone, 1e6 / read_rate, 1e6 / write_rate
+    best = alone_us / (alone_us + read_us + write_us)
+    print(f"reading the lines into records alone: {read_rate:,.0f} records/s ({read_us:.1f} us a record); writing "
+          f"their output lines alone: {write_rate:,.0f} records/s ({write_us:.1f} us); the folds {alone_us:.1f} us")
+    print(f"the folds alone on two processes at once: {together / 2:,.0f} records/s each, "
+          f"{together / alone / 2:.2f} of one alone")
+    print(f"the most a replay could reach against {jobs} times the folds alone (each process reading, folding and "
+          f"writing its own records, nothing else): {best:.2f} x {together / alone / 2:.2f} (two at once) = "
+          f"{best * together / alone / 2:.2f}; this replay {rate / alone / jobs:.2f}")
 
 
 def folds_alone(log: Path, most: int) -> tuple[float, int]:
@@ -96,6 +114,38 @@ def folds_alone(log: Path, most: int) -> tuple[float, int]:
         for record in records[at:at + 5_000]:
             replayer.encode(record, heads, tails)
     return len(records) / (time.perf_counter() - started), len(records)
+
+
+def reading(log: Path, most: int) -> float:
+    """Records per second of reading the first `most` lines into records (`records_of`): what replay must do for
+    each record, in some process, before it folds it."""
+    with log.open("rb") as lines:
+        raw = list(islice(lines, most))
+    started = time.perf_counter()
+    records = list(records_of(raw))
+    return len(records) / (time.perf_counter() - started)
+
+
+def writing(log: Path, most: int, scratch: Path) -> float:
+    """Records per second of writing the output lines of the first `most` records (encoded beforehand) to a file
+    beside the replay's output, as the replay writes them: in blocks of a chunk's lines."""
+    with log.open("rb") as lines:
+        blocks = list(encode_all(islice(lines, most), Replayer()))
+    started = time.perf_counter()
+    with scratch.open("wb") as out:
+        for block in blocks:
+            out.write(block)
+    elapsed = time.perf_counter() - started
+    scratch.unlink()
+    return most / elapsed
+
+
+def side_by_side(log: Path, most: int) -> float:
+    """Records per second of two processes each running `folds_alone` at the same moment, together."""
+    context = multiprocessing.get_context("fork")
+    with context.Pool(2) as pool:
+        rates = pool.starmap(folds_alone, [(log, most), (log, most)])
+    return sum(rate for rate, _ in rates)
 
 
 if __name__ == "__main__":
