@@ -318,6 +318,7 @@ class Result:
     cpu: float  # the worker's CPU seconds while the phase ran
     behind: int  # decisions still missing when the last input was produced
     broker_cpu: float = math.nan  # the broker's CPU seconds while the phase ran (where `run_phase` was given it)
+    bench_cpu: float = math.nan  # this process's CPU seconds while the phase ran (its producer and reader)
 
 
 def worker_cpu(pid: int) -> float:
@@ -362,6 +363,7 @@ async def run_phase(bootstrap: str, phase: Phase, index: int, home: Path, broker
         task = await collecting(bootstrap, prefix + "scaling-decisions", phase.records + POOLS, 900, seen)
         before, cpu = worker_stats(port), worker_cpu(worker.pid)
         broker_cpu = math.nan if broker is None else worker_cpu(broker)
+        bench_cpu = time.process_time()
         started = time.monotonic()
         await produce(bootstrap, prefix + "plugin_decider", metrics(phase.records, index + 1), phase.rate,
                       phase.wrong)
@@ -370,9 +372,10 @@ async def run_phase(bootstrap: str, phase: Phase, index: int, home: Path, broker
         elapsed = time.monotonic() - started
         after, cpu = worker_stats(port), worker_cpu(worker.pid) - cpu
         broker_cpu = math.nan if broker is None else worker_cpu(broker) - broker_cpu
+        bench_cpu = time.process_time() - bench_cpu
         stats = {k: after[k] - before[k] for k in after if k != "largest"} | {"largest": after["largest"]}
         seen = [s for s in seen if json.loads(s[1])["cause"]["topic"].endswith("plugin_decider")]
-        return Result(phase, phase.records / elapsed, seen, stats, cpu, behind, broker_cpu)
+        return Result(phase, phase.records / elapsed, seen, stats, cpu, behind, broker_cpu, bench_cpu)
     finally:
         worker.terminate()
         worker.wait(60)
@@ -441,8 +444,8 @@ def ceiling(records: int, rounds: int) -> None:
     and the worker share."""
     names = ("aiokafka transactional loop", "the same, a producer per partition", "Faust agent that only counts",
              "the same, on the worker delivery path", "tribunal backlog, exactly-once")
-    rows: list[list[tuple[float, float, float]]] = []  # per round, per measure: records/s, its process's and
-    # the broker's processor time a record (us; the broker's nan where not measured)
+    rows: list[list[tuple[float, float, float, float]]] = []  # per round, per measure: records/s, its process's,
+    # the broker's and the bench's processor time a record (us; nan where not measured)
     with local_stack("e2e-ceiling") as cluster:
         bootstrap, home = cluster.topology.bootstrap, cluster.topology.home
         broker = cluster.pid(cluster.servers()[1])
@@ -450,16 +453,18 @@ def ceiling(records: int, rounds: int) -> None:
         for i in range(rounds):
             row = [loop_in_child(bootstrap, f"tbase{i}", records, False, broker),
                    loop_in_child(bootstrap, f"pbase{i}", records, True, broker)]
-            row += [(*bare_faust(bootstrap, records, path, i), math.nan) for path in ("faust", "worker")]
+            row += [(*bare_faust(bootstrap, records, path, i), math.nan, math.nan) for path in ("faust", "worker")]
             worker = asyncio.run(run_phase(bootstrap, Phase("backlog, exactly-once", records), 100 + i, home, broker))
-            row.append((worker.throughput, worker.cpu / records * 1e6, worker.broker_cpu / records * 1e6))
+            row.append((worker.throughput, worker.cpu / records * 1e6, worker.broker_cpu / records * 1e6,
+                        worker.bench_cpu / records * 1e6))
             rows.append(row)
     print(f"{describe()}; {records} records backlog, {rounds} rounds; per measure: records/s (ratio to the round's "
-          f"transactional loop), the draining process's processor time a record, the broker's (us)")
+          f"transactional loop), the draining process's processor time a record + the broker's + this bench's (us)")
     for i, row in enumerate(rows):
         print(f"round {i + 1}: " + "; ".join(
-            f"{name} {rate:,.0f}/s ({rate / row[0][0]:.2f}), {cpu:.0f} us" + ("" if math.isnan(b) else f" + {b:.0f}")
-            for name, (rate, cpu, b) in zip(names, row, strict=True)))
+            f"{name} {rate:,.0f}/s ({rate / row[0][0]:.2f}), {cpu:.0f} us"
+            + ("" if math.isnan(b) else f" + {b:.0f} + {bench:.0f}")
+            for name, (rate, cpu, b, bench) in zip(names, row, strict=True)))
     for j, name in enumerate(names):
         ratios = [row[j][0] / row[0][0] for row in rows]
         cpus = [row[j][1] for row in rows]
@@ -468,15 +473,21 @@ def ceiling(records: int, rounds: int) -> None:
               f"loop {statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}); processor time a record "
               f"{statistics.median(cpus):.0f} us" + (f", the broker's {statistics.median(brokers):.0f} us" if brokers
                                                      else ""))
+    system = {j: [sum(row[j][1:]) for row in rows] for j in (0, 1, 4)}  # measured where all three were
+    shares = [loop / worker for loop, worker in zip(system[0], system[4], strict=True)]
+    print("processor time a record of the drain, the broker and the bench together: "
+          + ", ".join(f"{names[j]} {statistics.median(system[j]):.0f} us" for j in system)
+          + f"; the loop's / the worker's {statistics.median(shares):.2f}")
     to_partition = [row[-1][0] / row[1][0] for row in rows]
     print(f"tribunal backlog to the loop with a producer per partition: median ratio "
           f"{statistics.median(to_partition):.2f} ({min(to_partition):.2f}-{max(to_partition):.2f})")
 
 
 def loop_in_child(bootstrap: str, name: str, records: int, per_partition: bool, broker: int
-                  ) -> tuple[float, float, float]:
+                  ) -> tuple[float, float, float, float]:
     """`loop_backlog` (transactional) with the loop in a process of its own, started before the backlog is
-    produced: records/s, the loop's processor time a record and the broker's (us)."""
+    produced: records/s, the loop's processor time a record, the broker's and this process's (its producer and
+    reader; us)."""
     asyncio.run(create(bootstrap, [f"{name}-in", f"{name}-out"]))
     context = multiprocessing.get_context("fork")
     stop, ready = context.Event(), context.Event()
@@ -493,13 +504,14 @@ def loop_in_child(bootstrap: str, name: str, records: int, per_partition: bool, 
             await reading
             return records / (time.monotonic() - started)
 
-        cpu, broker_cpu = worker_cpu(child.pid), worker_cpu(broker)  # type: ignore[arg-type]
+        cpu, broker_cpu, bench_cpu = worker_cpu(child.pid), worker_cpu(broker), time.process_time()  # type: ignore[arg-type]
         rate = asyncio.run(backlog())
         cpu, broker_cpu = worker_cpu(child.pid) - cpu, worker_cpu(broker) - broker_cpu  # type: ignore[arg-type]
+        bench_cpu = time.process_time() - bench_cpu
     finally:
         stop.set()
         child.join(60)
-    return rate, cpu / records * 1e6, broker_cpu / records * 1e6
+    return rate, cpu / records * 1e6, broker_cpu / records * 1e6, bench_cpu / records * 1e6
 
 
 def _loop_process(bootstrap: str, name: str, per_partition: bool, stop: Any, ready: Any) -> None:
