@@ -17,8 +17,8 @@ backlog with every record produced to a partition other than its key's, so each 
 through the repartition topic before it is folded (the cost of the extra hop).
 Last, per phase, where a record's time went in the worker (its `/checkpoint/` page and CPU time).
 `--ceiling N`: only the backlogs, N rounds of the transactional loops (one producer; one per partition), both
-counting agents and the worker (exactly-once), each round on new topics, and per round each one's ratio to the
-transactional loop.
+counting agents and the worker (exactly-once, then at-least-once), each round on new topics, per round each one's
+ratio to the transactional loop and the processor time a record of the draining process, the broker and this bench.
 Run: `.venv/bin/python bench/e2e.py`.
 """
 
@@ -443,7 +443,7 @@ def ceiling(records: int, rounds: int) -> None:
     exactly-once backlog against the loop (issue 49's goal) on a machine whose two cores the broker, the bench
     and the worker share."""
     names = ("aiokafka transactional loop", "the same, a producer per partition", "Faust agent that only counts",
-             "the same, on the worker delivery path", "tribunal backlog, exactly-once")
+             "the same, on the worker delivery path", "tribunal backlog, exactly-once", "the same, at-least-once")
     rows: list[list[tuple[float, float, float, float]]] = []  # per round, per measure: records/s, its process's,
     # the broker's and the bench's processor time a record (us; nan where not measured)
     with local_stack("e2e-ceiling") as cluster:
@@ -454,9 +454,11 @@ def ceiling(records: int, rounds: int) -> None:
             row = [loop_in_child(bootstrap, f"tbase{i}", records, False, broker),
                    loop_in_child(bootstrap, f"pbase{i}", records, True, broker)]
             row += [(*bare_faust(bootstrap, records, path, i), math.nan, math.nan) for path in ("faust", "worker")]
-            worker = asyncio.run(run_phase(bootstrap, Phase("backlog, exactly-once", records), 100 + i, home, broker))
-            row.append((worker.throughput, worker.cpu / records * 1e6, worker.broker_cpu / records * 1e6,
-                        worker.bench_cpu / records * 1e6))
+            for n, guarantee in enumerate(("exactly_once", "at_least_once")):
+                worker = asyncio.run(run_phase(bootstrap, Phase("backlog", records, guarantee=guarantee),
+                                               100 + 2 * i + n, home, broker))
+                row.append((worker.throughput, worker.cpu / records * 1e6, worker.broker_cpu / records * 1e6,
+                            worker.bench_cpu / records * 1e6))
             rows.append(row)
     print(f"{describe()}; {records} records backlog, {rounds} rounds; per measure: records/s (ratio to the round's "
           f"transactional loop), the draining process's processor time a record + the broker's + this bench's (us)")
@@ -473,12 +475,12 @@ def ceiling(records: int, rounds: int) -> None:
               f"loop {statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}); processor time a record "
               f"{statistics.median(cpus):.0f} us" + (f", the broker's {statistics.median(brokers):.0f} us" if brokers
                                                      else ""))
-    system = {j: [sum(row[j][1:]) for row in rows] for j in (0, 1, 4)}  # measured where all three were
+    system = {j: [sum(row[j][1:]) for row in rows] for j in (0, 1, 4, 5)}  # measured where all three were
     shares = [loop / worker for loop, worker in zip(system[0], system[4], strict=True)]
     print("processor time a record of the drain, the broker and the bench together: "
           + ", ".join(f"{names[j]} {statistics.median(system[j]):.0f} us" for j in system)
           + f"; the loop's / the worker's {statistics.median(shares):.2f}")
-    to_partition = [row[-1][0] / row[1][0] for row in rows]
+    to_partition = [row[4][0] / row[1][0] for row in rows]
     print(f"tribunal backlog to the loop with a producer per partition: median ratio "
           f"{statistics.median(to_partition):.2f} ({min(to_partition):.2f}-{max(to_partition):.2f})")
 
