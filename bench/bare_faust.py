@@ -4,9 +4,8 @@ No fold, no outputs, no tables, no transactions: what Faust itself costs to hand
 record, on the same broker, which bounds any Faust worker's throughput. Prints `rate N` (records
 per second from the first event to the --count-th) and `cpu N` (its processor time a record, us),
 and exits. With BARE_PATH=worker the agent takes its events as `tribunal worker`'s agents do
-(`streams.worker.faust_private`: `events`, delivery without a task per fetch, fetching while a
-stream's buffer is full): the ceiling of tribunal's own delivery path, whatever the fold, the
-writes and the commits cost on top of it.
+(`streams.worker.faust_private`: `deliver_as_the_worker` and `events`): the ceiling of tribunal's own
+delivery path, whatever the fold, the writes and the commits cost on top of it.
 Run: `.venv/bin/python bench/bare_faust.py worker -l warn` with BARE_BOOTSTRAP, BARE_TOPIC, BARE_COUNT set.
 """
 
@@ -23,8 +22,7 @@ from streams.worker import faust_private
 WORKER_PATH = os.environ.get("BARE_PATH") == "worker"
 if WORKER_PATH:
     faust_private.check()
-    faust_private.deliver_without_tasks()
-    faust_private.fetch_while_streams_are_full()
+    faust_private.deliver_as_the_worker()
 app = faust.App(f"bare-faust-{os.getpid()}", broker=f"kafka://{os.environ['BARE_BOOTSTRAP']}", store="memory://",
                 web_enabled=False, consumer_auto_offset_reset="earliest")
 topic = app.topic(os.environ["BARE_TOPIC"], key_type=bytes, value_type=bytes, key_serializer="raw",

@@ -99,8 +99,8 @@ def main() -> None:
     for size in sizes:
         print(f"{size:>7,} jobs pending: {statistics.median(rates[size]):>9,.0f} commands/s (JobFinished, each "
               f"starting the next job; median of {args.repeat})")
-    print(f"100,000 / 1,000 pending: {statistics.median(ratios):.2f} (median of the {args.repeat} alternated pairs' "
-          f"ratios; {min(ratios):.2f}-{max(ratios):.2f})")
+    print(f"{sizes[1]:,} / {sizes[0]:,} pending: {statistics.median(ratios):.2f} (median of the {args.repeat} "
+          f"alternated pairs' ratios; {min(ratios):.2f}-{max(ratios):.2f})")
 
 
 if __name__ == "__main__":

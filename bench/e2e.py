@@ -161,10 +161,10 @@ async def baseline_loop(bootstrap: str, source: str, sink: str, stop: asyncio.Ev
                                 isolation_level="read_committed" if transactional else "read_uncommitted")
     producers: dict[int | None, AIOKafkaProducer] = {}
 
-    async def producer_for(partition: int) -> AIOKafkaProducer:
-        slot = partition if per_partition else None
+    async def producer_for(slot: int | None) -> AIOKafkaProducer:
+        """The producer of `slot`: an input partition, or None for every partition."""
         if slot not in producers:
-            name = f"bench-{sink}" + (f"-{partition}" if per_partition else "")
+            name = f"bench-{sink}" + ("" if slot is None else f"-{slot}")
             producers[slot] = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=1,
                                                transactional_id=name if transactional else None)
             await producers[slot].start()
@@ -186,8 +186,8 @@ async def baseline_loop(bootstrap: str, source: str, sink: str, stop: asyncio.Ev
             for tp, records in batch.items():
                 parts.setdefault(tp.partition if per_partition else None, {})[tp] = records
             sent, written = [], []
-            for part in parts.values():
-                producer = await producer_for(next(iter(part)).partition)
+            for slot, part in parts.items():
+                producer = await producer_for(slot)
                 written.append((producer, part))
                 if transactional:
                     await producer.begin_transaction()
@@ -265,19 +265,25 @@ async def run_baseline(bootstrap: str, records: int, rate: float, seconds: float
 
 async def loop_backlog(bootstrap: str, name: str, records: int, transactional: bool, per_partition: bool = False
                        ) -> float:
-    """Records/s of the bare loop draining a backlog: timed from the first record produced to the last output
-    read (read_committed), as the worker's backlog is."""
+    """Records/s of the bare loop draining a backlog (`backlog_through`)."""
     await create(bootstrap, [f"{name}-in", f"{name}-out"])
     stop = asyncio.Event()
     loop = asyncio.create_task(baseline_loop(bootstrap, f"{name}-in", f"{name}-out", stop, transactional,
                                              per_partition))
-    started = time.monotonic()
-    await produce(bootstrap, f"{name}-in", metrics(records, 1))
-    await collect(bootstrap, f"{name}-out", records, 300)
-    throughput = records / (time.monotonic() - started)
+    throughput = await backlog_through(bootstrap, name, records)
     stop.set()
     await loop
     return throughput
+
+
+async def backlog_through(bootstrap: str, name: str, records: int) -> float:
+    """Records/s of `records` metric envelopes produced to `name`-in and read back from `name`-out by whatever
+    drains one into the other: timed from the first record produced to the last output read (read_committed),
+    as the worker's backlog is."""
+    started = time.monotonic()
+    await produce(bootstrap, f"{name}-in", metrics(records, 1))
+    await collect(bootstrap, f"{name}-out", records, 300)
+    return records / (time.monotonic() - started)
 
 
 def bare_faust(bootstrap: str, records: int, path: str = "faust", run: int = 0) -> tuple[float, float]:
@@ -495,20 +501,14 @@ def loop_in_child(bootstrap: str, name: str, records: int, per_partition: bool, 
     stop, ready = context.Event(), context.Event()
     child = context.Process(target=_loop_process, args=(bootstrap, name, per_partition, stop, ready))
     child.start()
+    pid = child.pid
+    assert pid is not None
     try:
         if not ready.wait(60):
             raise RuntimeError(f"the loop {name} did not start")
-
-        async def backlog() -> float:
-            started = time.monotonic()
-            reading = asyncio.create_task(collect(bootstrap, f"{name}-out", records, 300))
-            await produce(bootstrap, f"{name}-in", metrics(records, 1))
-            await reading
-            return records / (time.monotonic() - started)
-
-        cpu, broker_cpu, bench_cpu = worker_cpu(child.pid), worker_cpu(broker), time.process_time()  # type: ignore[arg-type]
-        rate = asyncio.run(backlog())
-        cpu, broker_cpu = worker_cpu(child.pid) - cpu, worker_cpu(broker) - broker_cpu  # type: ignore[arg-type]
+        cpu, broker_cpu, bench_cpu = worker_cpu(pid), worker_cpu(broker), time.process_time()
+        rate = asyncio.run(backlog_through(bootstrap, name, records))
+        cpu, broker_cpu = worker_cpu(pid) - cpu, worker_cpu(broker) - broker_cpu
         bench_cpu = time.process_time() - bench_cpu
     finally:
         stop.set()

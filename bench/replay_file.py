@@ -86,7 +86,9 @@ def main() -> None:
     jobs = args.jobs or os.cpu_count() or 1
     print(f"the folds and their encoding alone, one process, over the first {measured:,} records read beforehand: "
           f"{alone:,.0f} records/s; replay {rate / alone:.2f} of it ({rate / alone / jobs:.2f} of {jobs} times it)")
-    read_rate, write_rate = reading(args.log, ALONE), writing(args.log, ALONE, out.with_suffix(".floor"))
+    with args.log.open("rb") as lines:
+        raw = list(islice(lines, ALONE))
+    read_rate, write_rate = reading(raw), writing(raw, out.with_suffix(".floor"))
     together = side_by_side(args.log, ALONE)
     alone_us, read_us, write_us = 1e6 / alone, 1e6 / read_rate, 1e6 / write_rate
     best = alone_us / (alone_us + read_us + write_us)
@@ -116,28 +118,25 @@ def folds_alone(log: Path, most: int) -> tuple[float, int]:
     return len(records) / (time.perf_counter() - started), len(records)
 
 
-def reading(log: Path, most: int) -> float:
-    """Records per second of reading the first `most` lines into records (`records_of`): what replay must do for
-    each record, in some process, before it folds it."""
-    with log.open("rb") as lines:
-        raw = list(islice(lines, most))
+def reading(raw: list[bytes]) -> float:
+    """Records per second of reading `raw` lines into records (`records_of`): what replay must do for each record,
+    in some process, before it folds it."""
     started = time.perf_counter()
     records = list(records_of(raw))
     return len(records) / (time.perf_counter() - started)
 
 
-def writing(log: Path, most: int, scratch: Path) -> float:
-    """Records per second of writing the output lines of the first `most` records (encoded beforehand) to a file
+def writing(raw: list[bytes], scratch: Path) -> float:
+    """Records per second of writing the output lines of the records of `raw` lines (encoded beforehand) to a file
     beside the replay's output, as the replay writes them: in blocks of a chunk's lines."""
-    with log.open("rb") as lines:
-        blocks = list(encode_all(islice(lines, most), Replayer()))
+    blocks = list(encode_all(raw, Replayer()))
     started = time.perf_counter()
     with scratch.open("wb") as out:
         for block in blocks:
             out.write(block)
     elapsed = time.perf_counter() - started
     scratch.unlink()
-    return most / elapsed
+    return len(raw) / elapsed
 
 
 def side_by_side(log: Path, most: int) -> float:

@@ -96,8 +96,7 @@ def create_app(settings: Settings) -> faust.App:
     faust_private.recover_from_the_start_when_unsure()
     faust_private.commit_transactions_at_once(restart_if_fenced)  # a zombie's commit: it says so and rejoins
     faust_private.retry_transactions_soon()
-    faust_private.deliver_without_tasks()
-    faust_private.fetch_while_streams_are_full()
+    faust_private.deliver_as_the_worker()
     faust_private.commit_without_a_table()
     faust_private.recover_without_a_pause()
     faust_private.assign_topics_missing_from_metadata()

@@ -402,6 +402,13 @@ class _Rest:
                     return stop.value
 
 
+def deliver_as_the_worker() -> None:
+    """How the worker's agents are handed their records, with `events`: no task per fetch, and fetching while a
+    stream's buffer is full. One call for the worker and for bench/bare_faust.py, which measures this path."""
+    deliver_without_tasks()
+    fetch_while_streams_are_full()
+
+
 def deliver_without_tasks() -> None:
     from faust.transport.consumer import Consumer
     from mode.services import WaitResults
