@@ -29,8 +29,12 @@ def test_a_pool_whose_decisions_carry_what_they_changed_has_the_same_desired_sta
     async def scenario() -> None:
         async with DeciderClient(loop.settings, "c2") as client:
             heard, follower = await following(client)
+            # Each written once the one before is decided: the three go to three topics, whose records the worker
+            # may fold in any order between them.
             await client.apply_policy(policy().model_copy(update={"decisions": "changes"}))
+            await eventually(lambda: len(heard) >= 1, "the policy's decision")
             await client.report("web", 90)
+            await eventually(lambda: len(heard) >= 2, "the report's decision")
             await client.observe("batch", 2)
             await eventually(lambda: len(heard) >= 3, "the policy's decision, the report's and the observation's")
             assert [(d.form, dict(d.instances)) for d in heard] == [
@@ -53,6 +57,7 @@ def test_the_client_writes_hears_each_decision_once_and_a_late_one_starts_from_t
             heard, follower = await following(client)
             assert client.desired().seq == 0
             await client.apply_policy(policy())
+            await eventually(lambda: len(heard) >= 1, "the policy's decision")  # before the report: another topic
             await client.report("web", 90)
             await eventually(lambda: len(heard) >= 2, "the policy's decision and the report's")
             assert [(d.seq, d.outcome, d.trigger.kind) for d in heard] == [(1, "policy", "policy"),
