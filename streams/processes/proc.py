@@ -26,8 +26,10 @@ class Proc:
     ticket: int = 0  # the guardian's number for it (a run is known by it, never by a pid that may come round)
 
     def alive(self) -> bool:
-        if self.child is not None and self.child.poll() is not None:
-            return False  # ours, and reaped
+        if self.child is not None:
+            # ours: until reaped its pid is no one else's, and `poll` alone says whether it has exited (a look at
+            # /proc after `poll` could see it dead while its exit status was never collected)
+            return self.child.poll() is None
         if self.code is not None:
             return False
         return start_time(self.pid) == self.started
