@@ -17,8 +17,12 @@ backlog with every record produced to a partition other than its key's, so each 
 through the repartition topic before it is folded (the cost of the extra hop).
 Last, per phase, where a record's time went in the worker (its `/checkpoint/` page and CPU time).
 `--ceiling N`: only the backlogs, N rounds of the transactional loops (one producer; one per partition), both
-counting agents and the worker (exactly-once, then at-least-once), each round on new topics, per round each one's
-ratio to the transactional loop and the processor time a record of the draining process, the broker and this bench.
+counting agents, the worker (exactly-once, then at-least-once) and the transactional loop writing the worker's
+outputs instead of a small record (folded beforehand; then folded in the loop), each round on new topics, per round
+each one's ratio to the transactional loop and the processor time a record of the draining process, the broker and
+this bench.
+`--latency N`: only the exactly-once latency at --rate for --seconds, N rounds of the transactional loop and the
+worker alternating which goes first, the ratio of their p99 per round and its median.
 Run: `.venv/bin/python bench/e2e.py`.
 """
 
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import json
 import math
 import multiprocessing
@@ -38,7 +43,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -146,14 +151,49 @@ async def collecting(bootstrap: str, topic: str, expected: int, timeout: float,
     return asyncio.create_task(drain(await reader(bootstrap, topic), expected, timeout, out))
 
 
+Emitter = Callable[[Any], list[tuple[str, bytes]]]  # a consumed record -> what the loop writes for it: (topic, value)
+
+
+def worker_outputs(sink: str, folding: bool, records: int = 0) -> Emitter:
+    """What the worker writes for each metric envelope of a pool under `POLICY`: its `ScalingDecision` to `sink` and
+    its `PoolInstances`, when the decision changed them, to `sink`-state, the same bytes the compiled fold makes (the
+    worker's tables' changelogs left out: a loop writing these writes less than the worker). `folding`: the fold runs
+    in the loop, for each record consumed (an aiokafka worker); otherwise the outputs of `metrics(records, 1)`, the
+    backlog `backlog_through` produces, are folded here beforehand and the loop only writes them (the broker's and
+    the producer's share of the worker's outputs, without the fold's)."""
+    from streams.core import pools
+    from streams.core.source import SourceRecord
+
+    topics = {pools.SCALING_DECISIONS: sink, pools.POOL_INSTANCES: f"{sink}-state"}
+    states = {f"pool-{i:02d}".encode(): pools.apply(pools.PoolState(), SourceRecord(
+        pools.POLICIES, 0, i, 0, f"pool-{i:02d}".encode(), json.dumps(POLICY).encode()), pools.POLICIES)[0]
+        for i in range(POOLS)}
+
+    def fold(key: bytes, value: bytes, partition: int, offset: int, timestamp: int) -> list[tuple[str, bytes]]:
+        after, outputs = pools.apply(states[key], SourceRecord(pools.PLUGIN_DECIDER, partition, offset, timestamp,
+                                                               key, value), pools.PLUGIN_DECIDER)
+        states[key] = after
+        return [(topics[o.stream], o.value_bytes()) for o in outputs if o.stream in topics]
+
+    if folding:
+        return lambda r: fold(r.key, r.value, r.partition, r.offset, r.timestamp)
+    ahead: dict[bytes, collections.deque[list[tuple[str, bytes]]]] = {}
+    for offset, (key, value) in enumerate(metrics(records, 1)):  # the cause's fields differ, the sizes hardly
+        ahead.setdefault(key, collections.deque()).append(fold(key, value, partition_for(key.decode(), PARTITIONS),
+                                                               offset, 1_732_200_000_000 + offset))
+    return lambda r: ahead[r.key].popleft()
+
+
 async def baseline_loop(bootstrap: str, source: str, sink: str, stop: asyncio.Event,
-                        transactional: bool = False, per_partition: bool = False) -> None:
+                        transactional: bool = False, per_partition: bool = False, emit: Emitter | None = None
+                        ) -> None:
     """Consume a record, produce one; `transactional`: each fetched batch's records and offsets in one
     transaction, its writes acknowledged before the offsets join it (exactly-once's own cost, the
     worker's peer for latency), read_committed. `per_partition`: a transactional producer for each input
     partition, each committing its own partition's writes and offset, all at once: the only exactly-once that
     fences a rebalanced member's zombie on aiokafka, whose `send_offsets_to_transaction` carries the group id
-    alone (TxnOffsetCommit v0, no KIP-447 group metadata), and so the worker's way (Faust's)."""
+    alone (TxnOffsetCommit v0, no KIP-447 group metadata), and so the worker's way (Faust's). `emit`: what it writes
+    for a record instead of one naming its cause (`worker_outputs`)."""
     group = f"bench-{sink}"
     transactional = transactional or per_partition
     consumer = AIOKafkaConsumer(source, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
@@ -193,6 +233,10 @@ async def baseline_loop(bootstrap: str, source: str, sink: str, stop: asyncio.Ev
                     await producer.begin_transaction()
                 for records in part.values():
                     for r in records:
+                        if emit is not None:
+                            for topic, value in emit(r):
+                                sent.append(await producer.send(topic, value, key=r.key))
+                            continue
                         cause = {"topic": r.topic, "partition": r.partition, "offset": r.offset,
                                  "timestamp": r.timestamp}
                         sent.append(await producer.send(sink, json.dumps({"cause": cause}).encode(), key=r.key))
@@ -449,13 +493,15 @@ def ceiling(records: int, rounds: int) -> None:
     exactly-once backlog against the loop (issue 49's goal) on a machine whose two cores the broker, the bench
     and the worker share."""
     names = ("aiokafka transactional loop", "the same, a producer per partition", "Faust agent that only counts",
-             "the same, on the worker delivery path", "tribunal backlog, exactly-once", "the same, at-least-once")
+             "the same, on the worker delivery path", "tribunal backlog, exactly-once", "the same, at-least-once",
+             "the transactional loop writing the worker's outputs", "the same, folding them itself")
     rows: list[list[tuple[float, float, float, float]]] = []  # per round, per measure: records/s, its process's,
     # the broker's and the bench's processor time a record (us; nan where not measured)
     with local_stack("e2e-ceiling") as cluster:
         bootstrap, home = cluster.topology.bootstrap, cluster.topology.home
         broker = cluster.pid(cluster.servers()[1])
         assert broker is not None
+        loop_in_child(bootstrap, "warm", records, False, broker)  # a fresh broker's first backlog runs slower
         for i in range(rounds):
             row = [loop_in_child(bootstrap, f"tbase{i}", records, False, broker),
                    loop_in_child(bootstrap, f"pbase{i}", records, True, broker)]
@@ -465,6 +511,8 @@ def ceiling(records: int, rounds: int) -> None:
                                                100 + 2 * i + n, home, broker))
                 row.append((worker.throughput, worker.cpu / records * 1e6, worker.broker_cpu / records * 1e6,
                             worker.bench_cpu / records * 1e6))
+            row += [loop_in_child(bootstrap, f"{writes}{i}", records, False, broker, writes)
+                    for writes in ("outputs", "fold")]
             rows.append(row)
     print(f"{describe()}; {records} records backlog, {rounds} rounds; per measure: records/s (ratio to the round's "
           f"transactional loop), the draining process's processor time a record + the broker's + this bench's (us)")
@@ -481,7 +529,7 @@ def ceiling(records: int, rounds: int) -> None:
               f"loop {statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}); processor time a record "
               f"{statistics.median(cpus):.0f} us" + (f", the broker's {statistics.median(brokers):.0f} us" if brokers
                                                      else ""))
-    system = {j: [sum(row[j][1:]) for row in rows] for j in (0, 1, 4, 5)}  # measured where all three were
+    system = {j: [sum(row[j][1:]) for row in rows] for j in (0, 1, 4, 5, 6, 7)}  # measured where all three were
     shares = [loop / worker for loop, worker in zip(system[0], system[4], strict=True)]
     print("processor time a record of the drain, the broker and the bench together: "
           + ", ".join(f"{names[j]} {statistics.median(system[j]):.0f} us" for j in system)
@@ -489,17 +537,50 @@ def ceiling(records: int, rounds: int) -> None:
     to_partition = [row[4][0] / row[1][0] for row in rows]
     print(f"tribunal backlog to the loop with a producer per partition: median ratio "
           f"{statistics.median(to_partition):.2f} ({min(to_partition):.2f}-{max(to_partition):.2f})")
+    to_outputs = [row[4][0] / row[6][0] for row in rows]
+    print(f"tribunal backlog to the loop writing the worker's outputs: median ratio "
+          f"{statistics.median(to_outputs):.2f} ({min(to_outputs):.2f}-{max(to_outputs):.2f})")
 
 
-def loop_in_child(bootstrap: str, name: str, records: int, per_partition: bool, broker: int
-                  ) -> tuple[float, float, float, float]:
+def latency_rounds(rate: float, seconds: float, rounds: int) -> None:
+    """The exactly-once p99 at `rate` of the worker and of the bare transactional loop, `rounds` times, alternating
+    which goes first, each on topics of its own: per round the ratio, and their median (issue 49's latency goal;
+    one round's p99 moves with its first second)."""
+    ratios, warm_ratios = [], []
+    with local_stack("e2e-latency") as cluster:
+        bootstrap, home = cluster.topology.bootstrap, cluster.topology.home
+        asyncio.run(loop_latency(bootstrap, "warm", rate, 2, True))  # a fresh broker's first transactions are slower
+        for i in range(rounds):
+            order = ("loop", "worker") if i % 2 == 0 else ("worker", "loop")
+            got: dict[str, Latency] = {}
+            for who in order:
+                if who == "loop":
+                    got[who] = asyncio.run(loop_latency(bootstrap, f"lat{i}", rate, seconds, True))
+                else:
+                    phase = Phase(f"{rate:,.0f}/s exactly-once", int(rate * seconds), rate)
+                    got[who] = latency_of(asyncio.run(run_phase(bootstrap, phase, 200 + i, home)).seen)
+            loop, worker = got["loop"], got["worker"]
+            ratios.append(worker.p99 / loop.p99)
+            warm_ratios.append(worker.warm / loop.warm)
+            print(f"round {i + 1} ({' then '.join(order)}): transactional loop p50 {loop.p50:.1f} / p99 {loop.p99:.1f} "
+                  f"ms ({loop.warm:.1f}); worker p50 {worker.p50:.1f} / p99 {worker.p99:.1f} ms ({worker.warm:.1f}); "
+                  f"p99 ratio {ratios[-1]:.2f} ({warm_ratios[-1]:.2f})", flush=True)
+    print(f"{describe()}; {rate:g}/s for {seconds:g} s, exactly-once, {rounds} rounds")
+    print(f"worker p99 / the transactional loop's: median {statistics.median(ratios):.2f} "
+          f"({min(ratios):.2f}-{max(ratios):.2f}); without the first {WARM_UP:g} s of inputs: median "
+          f"{statistics.median(warm_ratios):.2f} ({min(warm_ratios):.2f}-{max(warm_ratios):.2f})")
+
+
+def loop_in_child(bootstrap: str, name: str, records: int, per_partition: bool, broker: int,
+                  writes: str | None = None) -> tuple[float, float, float, float]:
     """`loop_backlog` (transactional) with the loop in a process of its own, started before the backlog is
     produced: records/s, the loop's processor time a record, the broker's and this process's (its producer and
-    reader; us)."""
-    asyncio.run(create(bootstrap, [f"{name}-in", f"{name}-out"]))
+    reader; us). `writes`: "outputs", the worker's outputs of each record, folded beforehand; "fold", the same,
+    folded in the loop (`worker_outputs`); None, a record naming its cause."""
+    asyncio.run(create(bootstrap, [f"{name}-in", f"{name}-out"] + ([f"{name}-out-state"] if writes else [])))
     context = multiprocessing.get_context("fork")
     stop, ready = context.Event(), context.Event()
-    child = context.Process(target=_loop_process, args=(bootstrap, name, per_partition, stop, ready))
+    child = context.Process(target=_loop_process, args=(bootstrap, name, per_partition, stop, ready, writes, records))
     child.start()
     pid = child.pid
     assert pid is not None
@@ -516,12 +597,15 @@ def loop_in_child(bootstrap: str, name: str, records: int, per_partition: bool, 
     return rate, cpu / records * 1e6, broker_cpu / records * 1e6, bench_cpu / records * 1e6
 
 
-def _loop_process(bootstrap: str, name: str, per_partition: bool, stop: Any, ready: Any) -> None:
+def _loop_process(bootstrap: str, name: str, per_partition: bool, stop: Any, ready: Any, writes: str | None,
+                  records: int) -> None:
     """`baseline_loop` (transactional) until `stop` is set; `ready` once its consumer and producers started."""
+    emit = None if writes is None else worker_outputs(f"{name}-out", writes == "fold", records)
+
     async def run() -> None:
         stopping = asyncio.Event()
         loop = asyncio.create_task(baseline_loop(bootstrap, f"{name}-in", f"{name}-out", stopping, True,
-                                                 per_partition))
+                                                 per_partition, emit))
         await asyncio.sleep(2)  # its consumer joins the group, its producers start with the first batch
         ready.set()
         while not stop.is_set():
@@ -544,7 +628,12 @@ def main() -> None:
                         help="only the cost of metrics: N backlog runs with and N without, alternating")
     parser.add_argument("--ceiling", type=int, metavar="N",
                         help="only the backlogs: N rounds of the transactional loop, the counting agents, the worker")
+    parser.add_argument("--latency", type=int, metavar="N",
+                        help="only the exactly-once latency at --rate: N rounds of the loop and the worker")
     args = parser.parse_args()
+    if args.latency:
+        latency_rounds(args.rate, args.seconds, args.latency)
+        return
     if args.ceiling:
         ceiling(args.records, args.ceiling)
         return

@@ -10,7 +10,9 @@ Rounds alternate which goes first; the ratio of each round and their median are 
 the backlog through a bare aiokafka loop with a transactional producer per partition and no fold (`e2e.baseline_loop`):
 the fastest exactly-once a group member can run on aiokafka (its offsets commit carries no KIP-447 group metadata,
 so fencing needs a producer per input partition, as Faust's), whatever the fold costs on top of it; quixstreams
-(librdkafka) commits for all its partitions through one producer.
+(librdkafka) commits for all its partitions through one producer. And through a transactional aiokafka loop that runs
+the same fold and writes the same bytes, in a process of its own, one producer (`e2e.worker_outputs`): a worker
+without Faust, its tables or its state store.
 Run: `.venv/bin/python bench/quix_peer.py [--records 20000] [--rounds 3]`.
 """
 
@@ -39,6 +41,7 @@ from e2e import (  # type: ignore[import-not-found]
     collect,
     create,
     loop_backlog,
+    loop_in_child,
     metrics,
     run_phase,
 )
@@ -121,9 +124,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     quix_python()
-    ratios, ceilings = [], []
+    ratios, ceilings, folds = [], [], []
     with local_stack("quix-peer") as cluster, tempfile.TemporaryDirectory() as tmp:
         bootstrap, home = cluster.topology.bootstrap, cluster.topology.home
+        broker = cluster.pid(cluster.servers()[1])
+        assert broker is not None
         for i in range(args.rounds):
             order = ("tribunal", "quix") if i % 2 == 0 else ("quix", "tribunal")
             rates = {}
@@ -134,15 +139,20 @@ def main() -> None:
                 else:
                     rates[who] = quix_round(bootstrap, i, args.records, Path(tmp))
             loop = asyncio.run(loop_backlog(bootstrap, f"pquix{i}", args.records, True, per_partition=True))
+            folding = loop_in_child(bootstrap, f"fquix{i}", args.records, False, broker, "fold")[0]
             ratios.append(rates["tribunal"] / rates["quix"])
             ceilings.append(loop / rates["quix"])
+            folds.append(folding / rates["quix"])
             print(f"round {i + 1}: tribunal {rates['tribunal']:,.0f}/s, quixstreams {rates['quix']:,.0f}/s, "
                   f"ratio {ratios[-1]:.2f}; the aiokafka loop with a producer per partition, no fold, {loop:,.0f}/s: "
-                  f"{ceilings[-1]:.2f} of quixstreams", flush=True)
+                  f"{ceilings[-1]:.2f} of quixstreams; the transactional aiokafka loop running the same fold and "
+                  f"writing the same bytes, {folding:,.0f}/s: {folds[-1]:.2f} of quixstreams", flush=True)
     print(f"{describe()}; {args.records} records backlog, exactly-once, {args.rounds} rounds")
     print(f"tribunal / quixstreams running the same fold: median {statistics.median(ratios):.2f} "
           f"({min(ratios):.2f}-{max(ratios):.2f}); the aiokafka loop with a producer per partition and no fold / "
-          f"quixstreams: median {statistics.median(ceilings):.2f} ({min(ceilings):.2f}-{max(ceilings):.2f})")
+          f"quixstreams: median {statistics.median(ceilings):.2f} ({min(ceilings):.2f}-{max(ceilings):.2f}); the "
+          f"aiokafka loop running the fold / quixstreams: median {statistics.median(folds):.2f} "
+          f"({min(folds):.2f}-{max(folds):.2f})")
 
 
 if __name__ == "__main__":

@@ -248,7 +248,8 @@ values = st.one_of(st.none(), st.just(metric("ats", 55)), st.fixed_dictionaries(
 
 @given(st.sampled_from(["policies", "plugin_decider", "plugin_justice", "cluster-events", "job-events",
                         "scaling-decisions", "x.plugin_decider"]), keys, values,
-       st.sampled_from(["export", "dumps", "reversed", "twice", "escaped", "spaced_key"]), st.sampled_from(["", "x."]))
+       st.sampled_from(["export", "dumps", "reversed", "twice", "escaped", "escaped_twice", "topic_twice",
+                        "spaced_key"]), st.sampled_from(["", "x."]))
 def test_a_line_routed_by_its_key_goes_where_its_record_does(topic: str, key: str | bytes | None, value: Any,
                                                                layout: str, prefix: str) -> None:
     """A replay on several processes routes a line by the key it names, without building its record, wherever
@@ -266,12 +267,19 @@ def test_a_line_routed_by_its_key_goes_where_its_record_does(topic: str, key: st
         line = orjson.dumps(row)[:-1] + b',"key":"pool-z"}'
     elif layout == "escaped":  # the key's name itself escaped
         line = orjson.dumps(row).replace(b'"key"', b'"k\\u0065y"')
+    elif layout == "escaped_twice":  # the key written again, its name escaped, after a head as the export writes it
+        line = orjson.dumps(row)[:-1] + b',"k\\u0065y":"pool-z"}'
+    elif layout == "topic_twice":
+        line = orjson.dumps(row)[:-1] + b',"topic":"plugin_decider"}'
     else:
         line = orjson.dumps(row).replace(b'"key":', b'"key" :  ')
     routing = _LineRouting(prefix, 251)
     record = read_line(line, 1)
     assert record is not None
     assert routing.line(line, 1)[0] == routing(record)
+    primed = _LineRouting(prefix, 251)  # a line of the same topic and key first, as the export writes it: the
+    primed.line(orjson.dumps(row), 1)  # routing then remembers the head it spelled them with
+    assert primed.line(line, 2)[0] == routing(record)
     assert routing.line(b"  ", 1) == (SKIP, None, None)
     with pytest.raises(ReplayInputError):  # `null` is no blank line
         routing.line(b"null", 1)
