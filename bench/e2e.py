@@ -21,8 +21,9 @@ counting agents, the worker (exactly-once, then at-least-once) and the transacti
 outputs instead of a small record (folded beforehand; then folded in the loop), each round on new topics, per round
 each one's ratio to the transactional loop and the processor time a record of the draining process, the broker and
 this bench.
-`--latency N`: only the exactly-once latency at --rate for --seconds, N rounds of the transactional loop and the
-worker alternating which goes first, the ratio of their p99 per round and its median.
+`--latency N`: only the exactly-once latency at --rate for --seconds, N rounds of the transactional loop (one
+producer; one per partition) and the worker, alternating which goes first, the ratio of their p99 per round and its
+median.
 Run: `.venv/bin/python bench/e2e.py`.
 """
 
@@ -280,11 +281,13 @@ async def create(bootstrap: str, names: list[str]) -> None:
         await admin.close()
 
 
-async def loop_latency(bootstrap: str, name: str, rate: float, seconds: float, transactional: bool) -> Latency:
+async def loop_latency(bootstrap: str, name: str, rate: float, seconds: float, transactional: bool,
+                       per_partition: bool = False) -> Latency:
     """`baseline_loop` fed `rate` records/s for `seconds` on topics of its own."""
     await create(bootstrap, [f"{name}-in", f"{name}-out"])
     stop = asyncio.Event()
-    loop = asyncio.create_task(baseline_loop(bootstrap, f"{name}-in", f"{name}-out", stop, transactional))
+    loop = asyncio.create_task(baseline_loop(bootstrap, f"{name}-in", f"{name}-out", stop, transactional,
+                                             per_partition))
     n = int(rate * seconds)
     seen: list[tuple[float, bytes]] = []
     task = await collecting(bootstrap, f"{name}-out", n, 300, seen)
@@ -546,29 +549,42 @@ def latency_rounds(rate: float, seconds: float, rounds: int) -> None:
     """The exactly-once p99 at `rate` of the worker and of the bare transactional loop, `rounds` times, alternating
     which goes first, each on topics of its own: per round the ratio, and their median (issue 49's latency goal;
     one round's p99 moves with its first second)."""
-    ratios, warm_ratios = [], []
+    ratios, warm_ratios, partition_ratios = [], [], []
     with local_stack("e2e-latency") as cluster:
         bootstrap, home = cluster.topology.bootstrap, cluster.topology.home
         asyncio.run(loop_latency(bootstrap, "warm", rate, 2, True))  # a fresh broker's first transactions are slower
         for i in range(rounds):
-            order = ("loop", "worker") if i % 2 == 0 else ("worker", "loop")
+            order = ("loop", "partitions", "worker") if i % 2 == 0 else ("worker", "partitions", "loop")
             got: dict[str, Latency] = {}
             for who in order:
-                if who == "loop":
-                    got[who] = asyncio.run(loop_latency(bootstrap, f"lat{i}", rate, seconds, True))
-                else:
+                if who == "worker":
                     phase = Phase(f"{rate:,.0f}/s exactly-once", int(rate * seconds), rate)
-                    got[who] = latency_of(asyncio.run(run_phase(bootstrap, phase, 200 + i, home)).seen)
-            loop, worker = got["loop"], got["worker"]
+                    result = asyncio.run(run_phase(bootstrap, phase, 200 + i, home))
+                    got[who] = latency_of(result.seen)
+                    stats = result.stats
+                    flushes = max(1.0, stats["batches"])
+                    print(f"  the worker's flushes: {flushes:.0f}, {stats['records'] / flushes:.0f} records each; ms "
+                          f"a flush: write {stats['write'] / flushes * 1e3:.1f}, acknowledgements "
+                          f"{stats['acks'] / flushes * 1e3:.1f}, commit {stats['commit'] / flushes * 1e3:.1f}",
+                          flush=True)
+                else:
+                    got[who] = asyncio.run(loop_latency(bootstrap, f"{who}{i}", rate, seconds, True,
+                                                        per_partition=who == "partitions"))
+            loop, partitions, worker = got["loop"], got["partitions"], got["worker"]
             ratios.append(worker.p99 / loop.p99)
             warm_ratios.append(worker.warm / loop.warm)
-            print(f"round {i + 1} ({' then '.join(order)}): transactional loop p50 {loop.p50:.1f} / p99 {loop.p99:.1f} "
-                  f"ms ({loop.warm:.1f}); worker p50 {worker.p50:.1f} / p99 {worker.p99:.1f} ms ({worker.warm:.1f}); "
-                  f"p99 ratio {ratios[-1]:.2f} ({warm_ratios[-1]:.2f})", flush=True)
+            partition_ratios.append(partitions.p99 / loop.p99)
+            print(f"round {i + 1} ({', '.join(order)}): transactional loop p50 {loop.p50:.1f} / p99 {loop.p99:.1f} "
+                  f"ms ({loop.warm:.1f}); with a producer per partition p50 {partitions.p50:.1f} / p99 "
+                  f"{partitions.p99:.1f} ms ({partitions.warm:.1f}); worker p50 {worker.p50:.1f} / p99 "
+                  f"{worker.p99:.1f} ms ({worker.warm:.1f}); worker p99 ratio {ratios[-1]:.2f} ({warm_ratios[-1]:.2f})",
+                  flush=True)
     print(f"{describe()}; {rate:g}/s for {seconds:g} s, exactly-once, {rounds} rounds")
     print(f"worker p99 / the transactional loop's: median {statistics.median(ratios):.2f} "
           f"({min(ratios):.2f}-{max(ratios):.2f}); without the first {WARM_UP:g} s of inputs: median "
-          f"{statistics.median(warm_ratios):.2f} ({min(warm_ratios):.2f}-{max(warm_ratios):.2f})")
+          f"{statistics.median(warm_ratios):.2f} ({min(warm_ratios):.2f}-{max(warm_ratios):.2f}); the loop with a "
+          f"producer per partition / the loop: median {statistics.median(partition_ratios):.2f} "
+          f"({min(partition_ratios):.2f}-{max(partition_ratios):.2f})")
 
 
 def loop_in_child(bootstrap: str, name: str, records: int, per_partition: bool, broker: int,
