@@ -75,6 +75,11 @@ POLICY = {"kind": "decider", "version": "bench", "capacity": 24, "initial": {"at
 SECURITY: dict[str, Any] = {}  # how the bench's own clients connect (bench/secure.py: as the stack's admin)
 
 
+def policies() -> list[tuple[bytes, bytes]]:
+    """Each pool's `POLICY` record: (key, value), as a bench produces them before its backlog."""
+    return [(f"pool-{i:02d}".encode(), json.dumps(POLICY).encode()) for i in range(POOLS)]
+
+
 def metrics(n: int, seed: int) -> list[tuple[bytes, bytes]]:
     rng = random.Random(seed)
     return [(f"pool-{rng.randrange(POOLS):02d}".encode(),
@@ -166,9 +171,8 @@ def worker_outputs(sink: str, folding: bool, records: int = 0) -> Emitter:
     from streams.core.source import SourceRecord
 
     topics = {pools.SCALING_DECISIONS: sink, pools.POOL_INSTANCES: f"{sink}-state"}
-    states = {f"pool-{i:02d}".encode(): pools.apply(pools.PoolState(), SourceRecord(
-        pools.POLICIES, 0, i, 0, f"pool-{i:02d}".encode(), json.dumps(POLICY).encode()), pools.POLICIES)[0]
-        for i in range(POOLS)}
+    states = {key: pools.apply(pools.PoolState(), SourceRecord(pools.POLICIES, 0, offset, 0, key, value),
+                               pools.POLICIES)[0] for offset, (key, value) in enumerate(policies())}
 
     def fold(key: bytes, value: bytes, partition: int, offset: int, timestamp: int) -> list[tuple[str, bytes]]:
         after, outputs = pools.apply(states[key], SourceRecord(pools.PLUGIN_DECIDER, partition, offset, timestamp,
@@ -409,8 +413,7 @@ async def run_phase(bootstrap: str, phase: Phase, index: int, home: Path, broker
     env["TRIBUNAL_METRICS"] = str(phase.metrics).lower()
     worker = start_worker(env)
     try:
-        await produce(bootstrap, prefix + "policies",
-                      [(f"pool-{i:02d}".encode(), json.dumps(POLICY).encode()) for i in range(POOLS)])
+        await produce(bootstrap, prefix + "policies", policies())
         await collect(bootstrap, prefix + "scaling-decisions", POOLS, 120)
         seen: list[tuple[float, bytes]] = []
         task = await collecting(bootstrap, prefix + "scaling-decisions", phase.records + POOLS, 900, seen)
@@ -443,8 +446,11 @@ def breakdown(r: Result) -> str:
           "commit (waiting on the broker)": s["commit"]}
     us["worker CPU outside fold and write (Faust, aiokafka)"] = max(0.0, r.cpu - s["fold"] - s["write"])
     parts = ", ".join(f"{k} {v / n * 1e6:.0f}" for k, v in us.items())
+    flushes = max(1.0, s["batches"])
     return (f"{r.phase.name}: {n:.0f} records in {s['batches']:.0f} batches (largest {s['largest']:.0f}); "
-            f"us/record: {parts}; worker CPU {r.cpu / n * 1e6:.0f} us/record ({r.cpu / wall:.0%} of a core)")
+            f"us/record: {parts}; worker CPU {r.cpu / n * 1e6:.0f} us/record ({r.cpu / wall:.0%} of a core); ms a "
+            f"flush: write {s['write'] / flushes * 1e3:.1f}, acknowledgements {s['acks'] / flushes * 1e3:.1f}, "
+            f"commit {s['commit'] / flushes * 1e3:.1f}")
 
 
 def metrics_cost(records: int, pairs: int) -> None:
@@ -532,7 +538,8 @@ def ceiling(records: int, rounds: int) -> None:
               f"loop {statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}); processor time a record "
               f"{statistics.median(cpus):.0f} us" + (f", the broker's {statistics.median(brokers):.0f} us" if brokers
                                                      else ""))
-    system = {j: [sum(row[j][1:]) for row in rows] for j in (0, 1, 4, 5, 6, 7)}  # measured where all three were
+    system = {j: [sum(row[j][1:]) for row in rows] for j in range(len(names))
+              if not math.isnan(rows[0][j][2])}  # where all three were measured
     shares = [loop / worker for loop, worker in zip(system[0], system[4], strict=True)]
     print("processor time a record of the drain, the broker and the bench together: "
           + ", ".join(f"{names[j]} {statistics.median(system[j]):.0f} us" for j in system)
@@ -561,12 +568,7 @@ def latency_rounds(rate: float, seconds: float, rounds: int) -> None:
                     phase = Phase(f"{rate:,.0f}/s exactly-once", int(rate * seconds), rate)
                     result = asyncio.run(run_phase(bootstrap, phase, 200 + i, home))
                     got[who] = latency_of(result.seen)
-                    stats = result.stats
-                    flushes = max(1.0, stats["batches"])
-                    print(f"  the worker's flushes: {flushes:.0f}, {stats['records'] / flushes:.0f} records each; ms "
-                          f"a flush: write {stats['write'] / flushes * 1e3:.1f}, acknowledgements "
-                          f"{stats['acks'] / flushes * 1e3:.1f}, commit {stats['commit'] / flushes * 1e3:.1f}",
-                          flush=True)
+                    print("  " + breakdown(result), flush=True)
                 else:
                     got[who] = asyncio.run(loop_latency(bootstrap, f"{who}{i}", rate, seconds, True,
                                                         per_partition=who == "partitions"))
@@ -643,7 +645,7 @@ def main() -> None:
     parser.add_argument("--metrics-pairs", type=int, metavar="N",
                         help="only the cost of metrics: N backlog runs with and N without, alternating")
     parser.add_argument("--ceiling", type=int, metavar="N",
-                        help="only the backlogs: N rounds of the transactional loop, the counting agents, the worker")
+                        help="only the backlogs: N rounds of the loops, the counting agents and the worker")
     parser.add_argument("--latency", type=int, metavar="N",
                         help="only the exactly-once latency at --rate: N rounds of the loop and the worker")
     args = parser.parse_args()

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import statistics
 import subprocess
@@ -35,14 +34,13 @@ from aiokafka import AIOKafkaProducer
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from e2e import (  # type: ignore[import-not-found]
-    POLICY,
-    POOLS,
     Phase,
     collect,
     create,
     loop_backlog,
     loop_in_child,
     metrics,
+    policies,
     run_phase,
 )
 from machine import describe, local_stack  # type: ignore[import-not-found]
@@ -69,7 +67,7 @@ def expected_outputs(records: list[tuple[bytes, bytes]]) -> int:
     """How many `ScalingDecision` and `PoolInstances` records the fold writes for the policies and `records`."""
     states: dict[bytes, pools.PoolState] = {}
     count = 0
-    inputs = [(pools.POLICIES, f"pool-{i:02d}".encode(), json.dumps(POLICY).encode()) for i in range(POOLS)]
+    inputs = [(pools.POLICIES, key, value) for key, value in policies()]
     for offset, (topic, key, value) in enumerate([*inputs, *((pools.PLUGIN_DECIDER, k, v) for k, v in records)]):
         state, outputs = pools.apply(states.get(key) or pools.PoolState(),
                                      SourceRecord(topic, 0, offset, 0, key, value), topic)
@@ -93,7 +91,6 @@ def quix_round(bootstrap: str, index: int, records: int, home: Path) -> float:
     name = f"quix{index}"
     asyncio.run(create(bootstrap, [f"{name}-in", f"{name}-out"]))
     backlog = metrics(records, index + 1)
-    policies = [(f"pool-{i:02d}".encode(), json.dumps(POLICY).encode()) for i in range(POOLS)]
     first = expected_outputs([])
     total = expected_outputs(backlog)
     env = {**os.environ, "PYTHONPATH": str(HERE.parent), "QUIX_BOOTSTRAP": bootstrap, "QUIX_IN": f"{name}-in",
@@ -102,7 +99,7 @@ def quix_round(bootstrap: str, index: int, records: int, home: Path) -> float:
         app = subprocess.Popen([str(quix_python()), str(HERE / "quix_app.py")], env=env, stdout=log,
                                stderr=subprocess.STDOUT)
     try:
-        asyncio.run(produce_logical(bootstrap, f"{name}-in", pools.POLICIES, policies))
+        asyncio.run(produce_logical(bootstrap, f"{name}-in", pools.POLICIES, policies()))
         asyncio.run(collect(bootstrap, f"{name}-out", first, 300))
         started = time.monotonic()
 

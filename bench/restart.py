@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from e2e import POLICY, POOLS, collecting, metrics, produce, start_worker, worker_env  # type: ignore[import-not-found]
+from e2e import POOLS, collecting, metrics, policies, produce, start_worker, worker_env  # type: ignore[import-not-found]
 from machine import describe, local_stack  # type: ignore[import-not-found]
 
 
@@ -33,8 +33,7 @@ async def run(cluster: Any, rate: float, restarts: int, every: float) -> list[fl
     worker = start_worker(env)
     seen: list[tuple[float, bytes]] = []
     try:
-        await produce(bootstrap, prefix + "policies",
-                      [(f"pool-{i:02d}".encode(), json.dumps(POLICY).encode()) for i in range(POOLS)])
+        await produce(bootstrap, prefix + "policies", policies())
         total = int(rate * (every * (restarts + 1) + 40))
         task = await collecting(bootstrap, prefix + "scaling-decisions", total + POOLS, 900, seen)
         producing = asyncio.ensure_future(produce(bootstrap, prefix + "plugin_decider", metrics(total, 7), rate))

@@ -278,7 +278,7 @@ def test_a_line_routed_by_its_key_goes_where_its_record_does(topic: str, key: st
     assert record is not None
     assert routing.line(line, 1)[0] == routing(record)
     primed = _LineRouting(prefix, 251)  # a line of the same topic and key first, as the export writes it: the
-    primed.line(orjson.dumps(row), 1)  # routing then remembers the head it spelled them with
+    primed.line(orjson.dumps(row), 1)  # routing then answers the next from what it remembered of them
     assert primed.line(line, 2)[0] == routing(record)
     assert routing.line(b"  ", 1) == (SKIP, None, None)
     with pytest.raises(ReplayInputError):  # `null` is no blank line
