@@ -24,21 +24,30 @@ Attempt = Annotated[int, Field(ge=1, le=MAX_RETRIES + 1, description=(
     "running is dead-lettered (`late_report`), never applied to a later attempt. None: whichever attempt is "
     "running (a report that outlives its attempt's timeout then ends the retry)")), NUMBER]
 MAX_TIMEOUT_MS = 366 * 24 * 3600 * 1000  # a timeout of more than a year is not a timeout
+Principal = Annotated[Name | None, Field(description=(
+    "who sent the command: the name of the dispatcher API's identity (a token's name, or a client certificate's "
+    "common name) it came through. Absent: written before commands named their sender, or by a Kafka producer "
+    "directly, whom the topic's ACLs name (anyone allowed to write the topic can write any principal)"))]
 
 
-class MaxThreadsSet(Record):
+class Command(Record):
+    """What every dispatcher command has: its namespace (the record key) and who sent it."""
+
+    namespace: Name
+    principal: Principal = None
+
+
+class MaxThreadsSet(Command):
     """The seed's `setMaxThreads`: how many jobs of the namespace may run at once."""
 
     type: Literal["MaxThreadsSet"] = "MaxThreadsSet"
-    namespace: Name
     max: Cap
 
 
-class WorkerMaxSet(Record):
+class WorkerMaxSet(Command):
     """How many jobs of one worker (tenant) may run at once; without one, only the global cap holds."""
 
     type: Literal["WorkerMaxSet"] = "WorkerMaxSet"
-    namespace: Name
     worker: Name
     max: Cap
 
@@ -70,15 +79,13 @@ class Assignment(Record):
         return self
 
 
-class JobsAssigned(Assignment):
+class JobsAssigned(Assignment, Command):
     """An `Assignment` in a namespace: the command on `dispatch-commands`."""
 
     type: Literal["JobsAssigned"] = "JobsAssigned"
-    namespace: Name
 
 
-class JobRef(Record):
-    namespace: Name
+class JobRef(Command):
     uuid: Name
 
 
@@ -105,8 +112,8 @@ class JobCancelled(JobRef):
     type: Literal["JobCancelled"] = "JobCancelled"
 
 
-Command = MaxThreadsSet | WorkerMaxSet | JobsAssigned | JobFinished | JobFailed | JobCancelled
-DispatchCommand = Annotated[Command, Field(discriminator="type")]
+Commands = MaxThreadsSet | WorkerMaxSet | JobsAssigned | JobFinished | JobFailed | JobCancelled
+DispatchCommand = Annotated[Commands, Field(discriminator="type")]
 
 
 class Tick(Record):

@@ -3,6 +3,10 @@
 The paths name the namespace (and the worker or job); the bodies carry the rest of each command
 of `schemas.dispatch`. A write answers 202 with where its record was written (the outputs' `cause`
 names the same coordinates); a bad request answers 404 or 422 with an RFC 9457 problem body.
+Served with an auth file, every operation needs a bearer token (or a client certificate naming an
+identity): 401 without a valid one, 403 for one whose role may not, 429 past its rate (with
+Retry-After), 413 for a body past the limit; a tenant asking after another worker's job gets 404. A
+refused request writes nothing. Every command written names its sender (`principal`).
 """
 
 from __future__ import annotations
@@ -64,17 +68,33 @@ def _ref(model: str) -> dict[str, Any]:
     return {"$ref": f"#/components/schemas/{model}"}
 
 
-def _problem(description: str) -> dict[str, Any]:
-    return {"description": description, "content": {"application/problem+json": {"schema": _ref("Problem")}}}
+def _problem(description: str, headers: dict[str, Any] | None = None) -> dict[str, Any]:
+    answer = {"description": description, "content": {"application/problem+json": {"schema": _ref("Problem")}}}
+    return {**answer, "headers": headers} if headers else answer
+
+
+def _guarded(responses: dict[str, Any], body: bool) -> dict[str, Any]:
+    """The answers of an operation behind the guard (`streams.dispatcher.guard`), besides its own."""
+    more = {"401": _problem("no valid identity: no token, an unknown or revoked one", {
+                "WWW-Authenticate": {"schema": {"type": "string"}}}),
+            "403": _problem("the identity's role may not do this in this namespace (or for this worker)"),
+            "429": _problem("the identity sends faster than its rate", {
+                "Retry-After": {"description": "seconds", "schema": {"type": "integer", "minimum": 1}}})}
+    if body:
+        more["413"] = _problem("the body is larger than the API takes")
+    return {**responses, **more}
 
 
 def _write(summary: str, params: list[dict[str, Any]], body: str | None, description: str = "") -> dict[str, Any]:
+    responses = {"202": {"description": "written to dispatch-commands",
+                         "content": {"application/json": {"schema": _ref("Written")}}},
+                 "422": _problem("the body or a path parameter is invalid"),
+                 "503": _problem("Kafka did not take the record")}
+    if any(p is UUID for p in params):
+        responses["404"] = _problem("a tenant's request on a job that is not its worker's, or not held")
     operation: dict[str, Any] = {
         "summary": summary, "parameters": params, **({"description": description} if description else {}),
-        "responses": {"202": {"description": "written to dispatch-commands",
-                              "content": {"application/json": {"schema": _ref("Written")}}},
-                      "422": _problem("the body or a path parameter is invalid"),
-                      "503": _problem("Kafka did not take the record")}}
+        "responses": _guarded(responses, body is not None)}
     if body is not None:
         operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": _ref(body)}}}
     return {"post": operation}
@@ -82,10 +102,31 @@ def _write(summary: str, params: list[dict[str, Any]], body: str | None, descrip
 
 def _read(summary: str, params: list[dict[str, Any]]) -> dict[str, Any]:
     return {"get": {"summary": summary, "parameters": params,
-                    "responses": {"200": {"description": "as the worker holds it",
-                                          "content": {"application/json": {"schema": {"type": "object"}}}},
-                                  "404": _problem("no such namespace or job"),
-                                  "503": _problem("no worker answered")}}}
+                    "responses": _guarded({"200": {"description": "as the worker holds it",
+                                                   "content": {"application/json": {"schema": {"type": "object"}}}},
+                                           "404": _problem("no such namespace or job"),
+                                           "503": _problem("no worker answered")}, False)}}
+
+
+LAST_EVENT_ID = {"name": "Last-Event-ID", "in": "header", "required": False,
+                 "schema": {"type": "string", "pattern": r"^\d{1,6}:\d{1,19}:\d{1,6}:\d{1,19}$"},
+                 "description": "The id of the last event handled: the stream resumes right after it (else at the "
+                                "end of the log)"}
+
+
+def _events() -> dict[str, Any]:
+    return {"get": {
+        "summary": "A worker's starts and final failures, as server-sent events (resumable)",
+        "description": "text/event-stream: first a `ready` event whose id is where the stream starts, then a "
+                       "`JobStarted` event per start of the worker and a `JobFailedFinally` per job that failed for "
+                       "good, each with its JSON as data and, as id, the cursor just past it; a comment line on "
+                       "a quiet stream every 15 s. Reconnect with `Last-Event-ID` set to the last id handled: "
+                       "nothing handled comes again, nothing after it is lost. A tenant follows its own worker only.",
+        "parameters": [NS, WORKER, LAST_EVENT_ID],
+        "responses": _guarded({"200": {"description": "the stream", "content": {"text/event-stream": {
+                                   "schema": {"type": "string"}}}},
+                               "422": _problem("Last-Event-ID is no cursor of this namespace"),
+                               "503": _problem("Kafka did not answer")}, False)}}
 
 
 def openapi() -> dict[str, Any]:
@@ -110,6 +151,11 @@ def openapi() -> dict[str, Any]:
             "/namespaces/{namespace}/jobs/{uuid}/fail": _write("Report a running job's attempt failed",
                                                                [NS, UUID, ATTEMPT], "FailBody"),
             "/namespaces/{namespace}/jobs/{uuid}/cancel": _write("Cancel a pending or running job", [NS, UUID], None),
+            "/namespaces/{namespace}/workers/{worker}/events": _events(),
         },
-        "components": {"schemas": schemas["$defs"]},
+        "components": {"schemas": schemas["$defs"],
+                       "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description": (
+                           "a token of `tribunal dispatcher-api token create` (or a client certificate whose "
+                           "common name names an identity, where the API asks for one)")}}},
+        "security": [{"bearer": []}],
     }

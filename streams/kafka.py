@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import ssl
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from streams.errors import ConfigError
@@ -132,6 +133,14 @@ def faust_credentials(settings: Settings) -> Any:
                                      password=options["sasl_plain_password"], mechanism=options["sasl_mechanism"],
                                      ssl_context=options.get("ssl_context"))
     return None
+
+
+@lru_cache(maxsize=1 << 16)
+def partition_for(key: str, partitions: int) -> int:
+    """The partition Kafka's default partitioner gives `key` (murmur2, as the Java client and aiokafka)."""
+    from aiokafka.partitioner import murmur2
+
+    return (murmur2(key.encode("utf-8")) & 0x7FFFFFFF) % partitions
 
 
 def producer(bootstrap: str, **options: Any) -> Any:

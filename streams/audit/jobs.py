@@ -16,14 +16,15 @@ import orjson
 
 from streams.audit.explain import replayed
 from streams.audit.kafka_log import KafkaLog
-from streams.core.dispatch import JOB_OUTCOMES, TICKS, DispatchState
+from streams.core.dispatch import DISPATCH_COMMANDS, JOB_OUTCOMES, TICKS, DispatchState
 from streams.core.dispatch import view as dispatch_view
 from streams.core.folds import DISPATCH
 from streams.core.source import SourceRecord
 from streams.errors import NotFound
 from streams.settings import Settings
 
-_SAME_STEP = ("status", "reason", "namespace_max", "worker_max")  # a wait's step changes when one of these does
+_SAME_STEP = ("status", "reason", "namespace_max", "worker_max", "namespace_max_set_by", "worker_max_set_by")
+# a wait's step changes when one of these does
 
 
 def namespace_of(log: KafkaLog, settings: Settings, uuid: str) -> str:
@@ -47,20 +48,28 @@ def job_history(log: KafkaLog, settings: Settings, uuid: str, namespace: str | N
     """The job's assign, each wait (why, under which caps, its place in the queue), each start with the
     counts it started under, and each outcome, up to its final one."""
     namespace = namespace or namespace_of(log, settings, uuid)
-    ticks, mark = settings.topic(TICKS), uuid.encode()
+    ticks, commands, mark = settings.topic(TICKS), settings.topic(DISPATCH_COMMANDS), uuid.encode()
     history = _History(uuid)
+    caps_set_by: dict[str | None, str | None] = {}  # who set the namespace's cap (None) and each worker's
     for record, _, before, after, rows in replayed(log, settings, only=(DISPATCH.name, namespace)):
         where = _where(record, after.now)
+        command = _command(record) if record.topic == commands else None
+        principal = command.get("principal") if command else None
+        if command is not None and command.get("type") in ("MaxThreadsSet", "WorkerMaxSet"):
+            caps_set_by[command.get("worker")] = principal
         if any(mark in row.value for row in rows):  # decoded only where the job is named (not every tick's health)
             outputs = [orjson.loads(row.value) for row in rows]
             for output in outputs:
                 if output.get("uuid") == uuid or uuid in output.get("uuids", ()):
-                    history.add(_event(uuid, output, where, before, after, outputs))
+                    history.add({**_event(uuid, output, where, before, after, outputs), "principal": principal})
                 elif output["type"] == "DeadLetter" and (refused := _refused(output, uuid)) is not None:
-                    history.add({"step": "refused", "by": where, **refused,
+                    history.add({"step": "refused", "by": where, **refused, "principal": principal,
                                  "reason_code": output["reason_code"], "reason": output["reason"]})
         standing = dispatch_view.standing(after, uuid)
         if standing is not None:
+            job = after.jobs.get(uuid)
+            standing["namespace_max_set_by"] = caps_set_by.get(None)
+            standing["worker_max_set_by"] = caps_set_by.get(job.worker) if job is not None else None
             history.wait(standing, where, record.topic == ticks, after)
         elif history.steps and after.jobs.get(uuid) is None:
             break  # its final outcome: it has left the state
@@ -100,6 +109,15 @@ class _History:
             step, state = self.open
             step["place_last"] = dispatch_view.place(state, self.uuid)
             self.open = None
+
+
+def _command(record: SourceRecord) -> dict[str, Any] | None:
+    """A dispatcher command's JSON (None if it is none: the dead letter says why)."""
+    try:
+        value = orjson.loads(record.value or b"null")
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _refused(dead: dict[str, Any], uuid: str) -> dict[str, Any] | None:
@@ -145,7 +163,7 @@ def render_history(found: dict[str, Any]) -> str:
     for step in found["steps"]:
         kind = step["step"]
         if kind == "assigned":
-            lines.append(f"assigned  by {_at(step['by'])} to worker {step['worker']}"
+            lines.append(f"assigned  by {_at(step['by'])}{_who(step)} to worker {step['worker']}"
                          + (f" (request {step['request_id']})" if step.get("request_id") else ""))
             if "expected_start" in step:
                 lines.append(f"          external id {step['external_id']}, expected start {step['expected_start']}, "
@@ -155,7 +173,7 @@ def render_history(found: dict[str, Any]) -> str:
             span = f"now {step['from']['now']}" + (f" .. {step['to']['now']}" if step["to"] != step["from"] else "")
             lines.append(f"waited    {span} ({step['records']} records, {step['ticks']} ticks): "
                          f"{REASONS[step['reason']]}")
-            detail = dispatch_view.counts_line(step)
+            detail = dispatch_view.counts_line(step) + _caps_by(step)
             if step["status"] == "startable":
                 detail += f"; place in the startable queue {step['place_first']}" + (
                     f" -> {step['place_last']}" if step["place_last"] != step["place_first"] else "")
@@ -166,12 +184,23 @@ def render_history(found: dict[str, Any]) -> str:
             lines.append(f"          {dispatch_view.because(step)}")
         elif kind == "refused":
             named = f" (attempt {step['attempt']})" if step["attempt"] is not None else ""
-            lines.append(f"refused   {step['type']}{named} by {_at(step['by'])}: {step['reason_code']}: "
+            lines.append(f"refused   {step['type']}{named} by {_at(step['by'])}{_who(step)}: {step['reason_code']}: "
                          f"{step['reason']}")
         else:
             lines.append(f"{'final' if step['final'] else 'outcome':<9} {step['type']} (attempt {step['attempt']}) "
-                         f"by {_at(step['by'])}" + (f": {step['error']}" if step["error"] else ""))
+                         f"by {_at(step['by'])}{_who(step)}" + (f": {step['error']}" if step["error"] else ""))
     return "\n".join(lines)
+
+
+def _who(step: dict[str, Any]) -> str:
+    """Who sent the command behind a step, as the record names its principal."""
+    return f", sent by {step['principal']}," if step.get("principal") else ""
+
+
+def _caps_by(step: dict[str, Any]) -> str:
+    said = [f"{what} cap set by {step[key]}" for what, key in (("the namespace's", "namespace_max_set_by"),
+                                                               ("the worker's", "worker_max_set_by")) if step.get(key)]
+    return f" ({', '.join(said)})" if said else ""
 
 
 def _at(where: dict[str, Any]) -> str:

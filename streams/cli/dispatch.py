@@ -67,19 +67,44 @@ def executor(worker: Annotated[str, typer.Option(help="The worker (tenant) whose
              state_dir: Annotated[Path, typer.Option(help="--command: the jobs' logs")] = Path(".tribunal-executor"),
              term_grace: Annotated[float, typer.Option(min=0, help=(
                  "--command: seconds from SIGTERM to SIGKILL for a job stopped at its deadline"))] = 10.0,
+             api: Annotated[str | None, typer.Option(help=(
+                 "The dispatcher API's URL: starts and reports go through it with --token-file, and no Kafka "
+                 "credentials are used"))] = None,
+             token_file: Annotated[Path | None, typer.Option(help="--api: a file holding the tenant's token")] = None,
+             api_cafile: Annotated[Path | None, typer.Option(help="--api: CA certificates (PEM) of an HTTPS "
+                                                             "API")] = None,
              bootstrap: Bootstrap = None, topic_prefix: Prefix = None) -> None:
     """A tenant: runs each job it is started with (a process of --command, or a sleep), then finishes it (or fails
     it)."""
     from streams.dispatcher.executor import Executor
+    from streams.errors import ConfigError
 
     settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
+    connect = None
+    if api is not None:
+        from streams.dispatcher.http_client import HttpDispatcherClient, client_tls
+
+        if token_file is None:
+            raise ConfigError("--api needs --token-file")
+        token = _secret(token_file)
+        tls = client_tls(api_cafile) if api.startswith("https:") else None
+
+        def connect(cursor: Path) -> HttpDispatcherClient:
+            return HttpDispatcherClient(api, token, namespace, worker, tls, cursor)
     log = open_file(run_log, "a") if run_log is not None else None
-    service = Executor(settings, namespace, worker, seconds, fail_every, log, command, state_dir, term_grace)
+    service = Executor(settings, namespace, worker, seconds, fail_every, log, command, state_dir, term_grace, connect)
     try:
         serve_until_stopped(service.run, None)
     finally:
         if log is not None:
             log.close()
+
+
+def _secret(path: Path) -> str:
+    from streams.dispatcher.auth import private
+
+    private(path)  # a token readable by others is no secret
+    return path.read_text().strip()
 
 
 def _client(bootstrap: str | None, topic_prefix: str | None, namespace: str,
@@ -172,25 +197,123 @@ def jobs_max(threads: Annotated[int, typer.Option(min=0, help="Jobs that may run
 
 @jobs_cli.command("show")
 def jobs_show(uuid: Annotated[str, typer.Argument(help="The job's uuid")], namespace: Namespace = "default",
-              web: Web = None) -> None:
-    """A pending or running job as the worker holds it (a job's whole history: `tribunal explain --job`)."""
+              history: Annotated[bool, typer.Option(help=(
+                  "Also its whole history from the log: who assigned it, each start, who failed, finished or "
+                  "cancelled it (always, for a job no longer held)"))] = False,
+              web: Web = None, bootstrap: Bootstrap = None, topic_prefix: Prefix = None) -> None:
+    """A pending or running job as the worker holds it (with who assigned it); a job that has ended, its history
+    from the log."""
     from streams.clients import worker_page
     from streams.errors import NotFound
 
-    try:
-        body = worker_page(web or settings_from().web, "dispatch", namespace, uuid)
-    except NotFound:
-        raise NotFound(f"job {uuid} is not pending or running in namespace {namespace!r}: it finished, failed, was "
-                       f"cancelled or was never assigned. Its history: tribunal explain --job {uuid}") from None
-    typer.echo(json.dumps(body, indent=2, sort_keys=True))
-
-
-@cli.command("dispatcher-api")
-def dispatcher_api(host: Annotated[str, typer.Option(help="Address to listen on")] = "127.0.0.1",
-                   port: Annotated[int, typer.Option(help="Port to listen on")] = 8080,
-                   web: Web = None, bootstrap: Bootstrap = None, topic_prefix: Prefix = None) -> None:
-    """Serve the dispatcher's REST API (OpenAPI at /openapi.json): writes to Kafka, reads from the worker."""
-    from streams.dispatcher import api
-
     settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
-    serve_until_stopped(lambda: api.serve(settings, host, port, web or settings.web), None)
+    try:
+        body = worker_page(web or settings.web, "dispatch", namespace, uuid)
+    except NotFound:
+        body = None
+    if body is not None:
+        typer.echo(json.dumps(body, indent=2, sort_keys=True))
+        if not history:
+            return
+    from streams.audit.jobs import job_history, render_history
+    from streams.audit.kafka_log import KafkaLog
+
+    try:
+        found = job_history(KafkaLog.read(settings), settings, uuid, namespace)
+    except NotFound:
+        raise NotFound(f"job {uuid} is neither pending nor running in namespace {namespace!r} nor in its log: "
+                       "never assigned there, or its assign is not decided yet") from None
+    typer.echo(render_history(found))
+
+
+api_cli = typer.Typer(rich_markup_mode=None, invoke_without_command=True,
+                      help="Serve the dispatcher's REST API; `token ...` manages who may call it.")
+cli.add_typer(api_cli, name="dispatcher-api")
+token_cli = group("The API's identities: tokens kept hashed in an auth file, roles per namespace.")
+api_cli.add_typer(token_cli, name="token")
+AuthFileOption = Annotated[Path, typer.Option("--auth-file", help="The auth file (created readable by its owner "
+                                              "only)")]
+
+
+@api_cli.callback()
+def dispatcher_api(ctx: typer.Context,
+                   host: Annotated[str, typer.Option(help="Address to listen on (other than loopback only with "
+                                                     "--auth-file, or --insecure)")] = "127.0.0.1",
+                   port: Annotated[int, typer.Option(help="Port to listen on")] = 8080,
+                   auth_file: Annotated[Path | None, typer.Option(help=(
+                       "Identities (tribunal dispatcher-api token create): every request but /openapi.json then "
+                       "needs a bearer token or a client certificate, and every command names its sender"))] = None,
+                   tls_cert: Annotated[Path | None, typer.Option(help="PEM certificate: serve HTTPS")] = None,
+                   tls_key: Annotated[Path | None, typer.Option(help="PEM private key of --tls-cert")] = None,
+                   tls_client_ca: Annotated[Path | None, typer.Option(help=(
+                       "PEM CA: a client certificate it signed stands for the identity its common name names"))] = None,
+                   insecure: Annotated[bool, typer.Option(help=(
+                       "Serve without --auth-file on an address others can reach: anyone there may then set caps "
+                       "and cancel any tenant's jobs"))] = False,
+                   rate: Annotated[float, typer.Option(min=0.1, help="Requests a second per identity (429 "
+                                                       "past it)")] = 50.0,
+                   burst: Annotated[float, typer.Option(min=1, help="Requests an identity may send at once")] = 100.0,
+                   max_body: Annotated[int, typer.Option(min=1024, help="Largest request body, bytes (413 past "
+                                                         "it)")] = 1 << 20,
+                   web: Web = None, bootstrap: Bootstrap = None, topic_prefix: Prefix = None) -> None:
+    """Serve the dispatcher's REST API (OpenAPI at /openapi.json): writes to Kafka, reads from the worker, a
+    worker's starts as server-sent events."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from streams.dispatcher import api
+    from streams.dispatcher.auth import Keyring
+    from streams.dispatcher.guard import Rates, check_exposure, server_tls
+    from streams.errors import ConfigError
+
+    check_exposure(host, auth_file, insecure)
+    if (tls_cert is None) != (tls_key is None) or (tls_client_ca is not None and tls_cert is None):
+        raise ConfigError("--tls-cert and --tls-key go together, and --tls-client-ca needs them")
+    keyring = Keyring(auth_file) if auth_file is not None else None
+    tls = server_tls(tls_cert, tls_key, tls_client_ca) if tls_cert is not None and tls_key is not None else None
+    settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
+    serve_until_stopped(lambda: api.serve(settings, host, port, web or settings.web, keyring, tls, Rates(rate, burst),
+                                          max_body), None)
+
+
+@token_cli.command("create")
+def token_create(name: Annotated[str, typer.Option(help="Who it is: the principal its commands carry (never "
+                                                   "reused)")],
+                 role: Annotated[str, typer.Option(help="admin (everything, caps included), tenant (one worker's "
+                                                   "assigns and jobs) or reader (GETs only)")],
+                 namespace: Annotated[list[str], typer.Option("--namespace", "-n", help=(
+                     "A namespace it acts in (repeatable; '*' for every one)"))],
+                 auth_file: AuthFileOption,
+                 worker: Annotated[str | None, typer.Option(help="The worker a tenant acts for")] = None) -> None:
+    """Make an identity and print its token once, as the last line (the file keeps only its hash)."""
+    from streams.dispatcher.auth import AuthFile
+
+    token = AuthFile(auth_file).create(name, role, tuple(namespace), worker)
+    typer.echo(f"created {role} {name!r} in {', '.join(sorted(set(namespace)))}"
+               + (f" for worker {worker!r}" if worker else "") + f" ({auth_file}); its token, shown only now:",
+               err=True)
+    typer.echo(token)
+
+
+@token_cli.command("list")
+def token_list(auth_file: AuthFileOption,
+               as_json: Annotated[bool, typer.Option("--json", help="One JSON object a line")] = False) -> None:
+    """Every identity, revoked ones included (no token, no hash)."""
+    from streams.dispatcher.auth import AuthFile
+
+    for identity in AuthFile(auth_file).read():
+        shown = identity.public()
+        if as_json:
+            typer.echo(json.dumps(shown, sort_keys=True))
+        else:
+            state = "revoked" if identity.revoked is not None else "live"
+            typer.echo(f"{identity.name}\t{identity.role}\t{','.join(identity.namespaces)}\t"
+                       f"{identity.worker or '-'}\t{state}")
+
+
+@token_cli.command("revoke")
+def token_revoke(name: Annotated[str, typer.Argument(help="The identity's name")], auth_file: AuthFileOption) -> None:
+    """Revoke an identity (its token and any certificate naming it): refused from the API's next request on."""
+    from streams.dispatcher.auth import AuthFile
+
+    AuthFile(auth_file).revoke(name)
+    typer.echo(f"revoked {name!r}")

@@ -7,6 +7,10 @@ executor, however that ends (`streams.processes.guardian`). Exit 0 finishes the 
 exit fails it; one that outlives the attempt's deadline is stopped (SIGTERM, SIGKILL after a grace) and failed
 as timed out. Without one, a job "runs" for a few seconds (a sleep), the demo. Either way a start seen twice
 (the client delivers at least once) runs once, and every k-th attempt may be failed on purpose (`fail_every`).
+
+Its starts and reports go through Kafka (`DispatcherClient`, as the tenant's Kafka principal) or, given a
+`connect` that makes an `HttpDispatcherClient`, through the dispatcher's API with a token and no Kafka
+credentials at all.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import logging
 import os
 import shlex
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
@@ -32,7 +37,8 @@ log = logging.getLogger(__name__)
 class Executor:
     def __init__(self, settings: Settings, namespace: str, worker: str, seconds: float = 1.0, fail_every: int = 0,
                  run_log: IO[str] | None = None, command: str | None = None,
-                 state_dir: Path = Path(".tribunal-executor"), term_grace: float = 10.0) -> None:
+                 state_dir: Path = Path(".tribunal-executor"), term_grace: float = 10.0,
+                 connect: Callable[[Path], Any] | None = None) -> None:
         self.settings, self.namespace, self.worker = settings, namespace, worker
         self.seconds, self.fail_every, self.run_log = seconds, fail_every, run_log
         self.template = shlex.split(command) if command else None
@@ -41,6 +47,7 @@ class Executor:
         self.seen: set[tuple[str, int]] = set()
         self.tasks: set[asyncio.Task[None]] = set()
         self.attempts = 0
+        self.connect = connect  # the API's client, handed where to keep its cursor; None: Kafka
 
     def _log(self, event: str, job: JobStarted, **more: Any) -> None:
         if self.run_log is not None:
@@ -48,7 +55,7 @@ class Executor:
                                            "attempt": job.attempt, "at": int(time.time() * 1000), **more}) + "\n")
             self.run_log.flush()
 
-    async def _run(self, client: DispatcherClient, job: JobStarted) -> None:
+    async def _run(self, client: Any, job: JobStarted) -> None:
         self._log("start", job)
         failure = None
         if self.template is not None:
@@ -102,7 +109,12 @@ class Executor:
 
     async def _serve(self) -> None:
         group = f"{self.settings.app_id}-executor-{self.namespace}-{self.worker}"
-        async with DispatcherClient(self.settings, self.namespace, {self.worker}, group_id=group) as client:
+        if self.connect is not None:  # where the API's event stream was last handled: a restart resumes there
+            self.where.mkdir(parents=True, exist_ok=True)
+            made = self.connect(self.where / "events.cursor")
+        else:
+            made = DispatcherClient(self.settings, self.namespace, {self.worker}, group_id=group)
+        async with made as client:
             def started(job: JobStarted) -> None:
                 if (job.uuid, job.attempt) in self.seen:
                     return

@@ -22,21 +22,13 @@ topics directly, derives the same bytes. Records already on their key's partitio
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
-from aiokafka.partitioner import murmur2
-
 from streams.core.source import SourceRecord
+from streams.kafka import partition_for as partition_for  # where the worker looks it up
 
 ORIGIN = "tribunal.origin"
 ORIGINAL_KEY = "tribunal.key"
-
-
-@lru_cache(maxsize=1 << 16)
-def partition_for(key: str, partitions: int) -> int:
-    """The partition Kafka's default partitioner gives `key` (murmur2, as the Java client and aiokafka)."""
-    return (murmur2(key.encode("utf-8")) & 0x7FFFFFFF) % partitions
 
 
 @dataclass(frozen=True, slots=True)

@@ -239,6 +239,18 @@ def test_a_log_decided_before_decisions_could_carry_only_changes_replays_to_the_
     assert out.read_bytes() == expected
 
 
+def test_a_dispatcher_log_written_before_commands_named_their_sender_replays_to_the_same_bytes(tmp_path: Path) -> None:
+    """Issue 56: commands gained an optional `principal`. A log of two namespaces written before (`data/
+    make_before_56.py`: every kind of command, none naming a sender) replayed on this tree gives, byte for byte,
+    what the tree before the change wrote."""
+    data = Path(__file__).parent / "data"
+    out = tmp_path / "out.jsonl"
+    tribunal("replay", "-i", str(data / "dispatch-before-56.inputs.jsonl"), "-o", str(out))
+    expected = (data / "dispatch-before-56.outputs.jsonl").read_bytes()
+    assert expected.count(b'"JobStarted"') > 50 and b'"JobRetryScheduled"' in expected and b"late_report" in expected
+    assert out.read_bytes() == expected
+
+
 keys = st.one_of(st.none(), st.sampled_from(["pool-a", "pool-b", "Pool é", "g1", ""]), st.text(max_size=6),
                  st.binary(max_size=6), st.just("k" * 1100))
 values = st.one_of(st.none(), st.just(metric("ats", 55)), st.fixed_dictionaries({"group": st.text(max_size=4)}),

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from streams.audit.plots import XAxis, duration_unit, label_x, members, pyplot, stamp, stamps, svg, xs_of
-from streams.audit.report.tables import input_cell, numbered
+from streams.audit.report.tables import field_of, input_cell, numbered
 
 SHOWN_WORKERS = 12  # a namespace's page plots the workers that ran the most jobs, at most this many
 
@@ -64,9 +64,10 @@ def _cells(f: dict[str, Any]) -> str:
     after = f["after"]
     outputs = html.escape(", ".join(f"{k} {v}" for k, v in sorted(made.items())))
     now = stamp(after["now"]) if after["now"] else "-"  # 0: no record has dated the namespace yet
-    return (f"{input_cell(f)}<td>{now}</td><td>{after['running']} / {after['max']}</td>"
+    sender = html.escape(str(field_of(f["input"]["value"], "principal") or "-"))  # who sent a command, if known
+    return (f"{input_cell(f)}<td>{sender}</td><td>{now}</td><td>{after['running']} / {after['max']}</td>"
             f"<td>{after['pending']}</td><td>{outputs}</td>")
 
 def table(found: list[dict[str, Any]]) -> Iterable[str]:
-    return numbered(found, "<th>input</th><th>now (UTC)</th><th>running / cap</th><th>held</th><th>outputs</th>",
-                     _cells)
+    return numbered(found, "<th>input</th><th>sent by</th><th>now (UTC)</th><th>running / cap</th><th>held</th>"
+                           "<th>outputs</th>", _cells)

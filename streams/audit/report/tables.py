@@ -24,7 +24,12 @@ def input_cell(f: dict[str, Any]) -> str:
     return f"<td>{html.escape(f.get('rejected', {}).get('reason_code') or command(f['input']['value']))}</td>"
 
 def command(text: str) -> str:
+    return str(field_of(text, "type", "?"))
+
+
+def field_of(text: str, name: str, default: object = None) -> object:
+    """A field of an input record's JSON text (`default` where it is no JSON object or has none)."""
     try:
-        return str(json.loads(text).get("type", "?"))
+        return json.loads(text).get(name, default)
     except (ValueError, AttributeError):
-        return "?"
+        return default

@@ -54,7 +54,7 @@ def _assign(state: DispatchState, command: records.JobsAssigned, out: Out) -> Di
                                                                              len(command.jobs)), strict=True)):
         uuid = job_uuid(DISPATCH_COMMANDS, record.partition, record.offset, i)
         jobs.append(Job(uuid, spec.external_id, spec.info, command.worker, command.start, acceptable, first + i,
-                        spec.max_retries, spec.timeout_ms))
+                        spec.max_retries, spec.timeout_ms, 0, False, 0, 0, command.principal))
         run.append((acceptable, first + i, uuid))
     state = state.copy()
     state.jobs, state.assigned = state.jobs.added((job.uuid, job) for job in jobs), first + len(jobs)

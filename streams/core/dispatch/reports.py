@@ -65,12 +65,15 @@ def read(value: bytes) -> Report | None:
         return None
     if not 0 < len(namespace) <= MAX_NAME or not 0 < len(uuid) <= MAX_NAME:
         return None
-    attempt, error = data.get("attempt"), data.get("error", "")
+    attempt, error, principal = data.get("attempt"), data.get("error", ""), data.get("principal")
     if attempt is not None and (type(attempt) is not int or not 1 <= attempt <= MAX_ATTEMPT):
         return None
     if type(error) is not str or len(error) > MAX_ERROR:
         return None
-    strings = len(data) + 3 + ("error" in data)  # every key, and type, namespace, uuid and error's values
+    if principal is not None and (type(principal) is not str or not 0 < len(principal) <= MAX_NAME):
+        return None
+    # every key, and the values of type, namespace, uuid, error and principal (which the fold has no use for)
+    strings = len(data) + 3 + ("error" in data) + (principal is not None)
     if value.count(b'"') != 2 * strings:  # a repeated key (the models and orjson might keep different ones)
         return None
     return Report(kind, namespace, uuid, attempt, error)

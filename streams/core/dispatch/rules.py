@@ -94,7 +94,7 @@ def end_attempt(state: DispatchState, job: Job, out: Out, error: str) -> Dispatc
     worker = Worker(worker.max, worker.running - 1, worker.pending + 1,
                     push_run(worker.ready, ((job.acceptable_start, job.order, job.uuid),)))
     retry = Job(job.uuid, job.external_id, job.info, job.worker, job.expected_start, job.acceptable_start, job.order,
-                job.max_retries, job.timeout_ms, job.attempt)
+                job.max_retries, job.timeout_ms, job.attempt, False, 0, 0, job.assigned_by)
     ended = state.copy()
     ended.jobs, ended.running = state.jobs.set(retry.uuid, retry), state.running - 1
     state = put(ended, job.worker, worker)
@@ -130,7 +130,7 @@ def ready_top(jobs: Jobs, heap: Heap) -> Heap:
 def _started(job: Job, now: int) -> Job:
     """`job`'s next attempt, running from `now` (built whole: a `_replace` costs twice as much)."""
     return Job(job.uuid, job.external_id, job.info, job.worker, job.expected_start, job.acceptable_start, job.order,
-               job.max_retries, job.timeout_ms, job.attempt + 1, True, now, now + job.timeout_ms)
+               job.max_retries, job.timeout_ms, job.attempt + 1, True, now, now + job.timeout_ms, job.assigned_by)
 
 
 def schedule(state: DispatchState, out: Out) -> DispatchState:

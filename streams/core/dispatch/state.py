@@ -34,21 +34,22 @@ DEFAULT_MAX_THREADS = 100  # the seed's `elastic_dispatcher_config` row: threads
 
 
 JOB_FIELDS = ("uuid", "external_id", "info", "worker", "expected_start", "acceptable_start", "order", "max_retries",
-              "timeout_ms", "attempt", "running", "started_at", "deadline")
+              "timeout_ms", "attempt", "running", "started_at", "deadline", "assigned_by")
 
 
 @final
 class Job(Frozen):
     """A job. Frozen by convention: a change builds a new one. A plain class, not a named tuple: compiled, it is
     built and read natively (a start builds one and reads most of its fields). Stored as `fields()`, in this
-    order (the named tuple's)."""
+    order (the named tuple's); `assigned_by`, the assign's `principal`, only where there was one, so that a job
+    assigned by no one known is stored as before the field existed."""
 
-    __slots__ = ("acceptable_start", "attempt", "deadline", "expected_start", "external_id", "info", "max_retries",
-                 "order", "running", "started_at", "timeout_ms", "uuid", "worker")
+    __slots__ = ("acceptable_start", "assigned_by", "attempt", "deadline", "expected_start", "external_id", "info",
+                 "max_retries", "order", "running", "started_at", "timeout_ms", "uuid", "worker")
 
     def __init__(self, uuid: str, external_id: str, info: str, worker: str, expected_start: int,
                  acceptable_start: int, order: int, max_retries: int, timeout_ms: int, attempt: int = 0,
-                 running: bool = False, started_at: int = 0, deadline: int = 0) -> None:
+                 running: bool = False, started_at: int = 0, deadline: int = 0, assigned_by: str | None = None) -> None:
         self.uuid = uuid
         self.external_id = external_id
         self.info = info
@@ -62,18 +63,23 @@ class Job(Frozen):
         self.running = running
         self.started_at = started_at
         self.deadline = deadline
+        self.assigned_by = assigned_by  # who assigned it (the command's principal), if anyone known
 
     def fields(self) -> list[Any]:
-        """Every field, in `JOB_FIELDS` order: the stored form, which `Job(*fields)` reads back."""
-        return [self.uuid, self.external_id, self.info, self.worker, self.expected_start, self.acceptable_start,
-                self.order, self.max_retries, self.timeout_ms, self.attempt, self.running, self.started_at,
-                self.deadline]
+        """Every field, in `JOB_FIELDS` order (`assigned_by` only if set): the stored form, which `Job(*fields)`
+        reads back."""
+        fields = [self.uuid, self.external_id, self.info, self.worker, self.expected_start, self.acceptable_start,
+                  self.order, self.max_retries, self.timeout_ms, self.attempt, self.running, self.started_at,
+                  self.deadline]
+        if self.assigned_by is not None:
+            fields.append(self.assigned_by)
+        return fields
 
     def _fields(self) -> tuple[object, ...]:
         return tuple(self.fields())
 
     def _asdict(self) -> dict[str, Any]:
-        return dict(zip(JOB_FIELDS, self.fields(), strict=True))
+        return dict(zip(JOB_FIELDS, [*self.fields()[:13], self.assigned_by], strict=True))
 
 
 def bucket_of(uuid: str) -> str:

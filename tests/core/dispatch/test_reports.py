@@ -13,7 +13,7 @@ from streams.core.dispatch.reports import Report, of_model, read
 
 COMMANDS: TypeAdapter[records.Command] = TypeAdapter(records.DispatchCommand)
 KINDS = ("JobFinished", "JobFailed", "JobCancelled", "Tick", "MaxThreadsSet", "Nope")
-FIELDS = ("type", "namespace", "uuid", "attempt", "error", "now", "extra")
+FIELDS = ("type", "namespace", "uuid", "attempt", "error", "principal", "now", "extra")
 texts = st.one_of(st.sampled_from(["", "ns", "a" * 200, "a" * 201, "é", "a\\b", 'q"q', "\u2028", "e" * 10_001]),
                   st.text(max_size=12))
 values = st.one_of(st.sampled_from(KINDS), texts, st.none(), st.booleans(),
@@ -32,6 +32,7 @@ def documents(draw: st.DrawFn) -> bytes:
     kind = draw(st.sampled_from(KINDS[:3])) if draw(st.integers(0, 4)) else draw(st.sampled_from(KINDS))
     pairs = [("type", kind), ("namespace", "ns"), ("uuid", "u-1")]
     pairs += draw(st.sampled_from([[], [("attempt", 1)], [("attempt", None)], [("error", "e")]]))
+    pairs += draw(st.sampled_from([[], [("principal", "alice")], [("principal", None)]]))
     for name in draw(st.lists(st.sampled_from(FIELDS), max_size=2)) if draw(st.booleans()) else []:
         value = draw(values)
         if draw(st.booleans()):
@@ -85,6 +86,8 @@ EDGES = [b'{"type": "JobFinished", "namespace": "ns", "uuid": "u", "attempt": %s
     for v in (b"", b"u" * 200, b"u" * 201, b"\\u00e9")] + [
     b'{"type": "JobFailed", "namespace": "ns", "uuid": "u", "error": "%s"}' % (b"e" * n) for n in (10_000, 10_001)] + [
     b'{"type": "JobCancelled", "namespace": "ns", "uuid": "u", "attempt": 1}',
+    *(b'{"type": "JobCancelled", "namespace": "ns", "uuid": "u", "principal": %s}' % v
+      for v in (b'"alice"', b"null", b'""', b"5", b'"%s"' % (b"p" * 200), b'"%s"' % (b"p" * 201))),
     b'{"type": "JobFinished", "namespace": "ns", "uuid": "u", "extra": 1}',
     b'{"namespace": "ns", "uuid": "u"}',
     b'{"type": "JobFinished", "namespace": "ns", "uuid": "u", "uuid": "v"}',
