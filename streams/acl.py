@@ -9,8 +9,10 @@ Three principals, named by the operator (`tribunal acl apply --worker ... --prod
   the transactional ids Faust names `<app id>-...` (a prefix: app ids must not begin with another
   deployment's app id and a dash);
 * producers: write the inputs business services and schedulers report on, but not `policies` (a pool's
-  policy is the operator's to set) nor `ticks` (the worker's time, from tribunal's ticker), and nothing
-  else: no decision can be forged;
+  policy is the operator's to set), `ticks` (the worker's time, from tribunal's ticker) nor
+  `dispatch-commands` (a tenant's jobs and the caps: written by the dispatcher's API, a tribunal daemon,
+  for the identity it authenticated, whom each command names; tenants hold API tokens, not Kafka users),
+  and nothing else: no decision can be forged;
 * auditors: read every topic of the catalogue, write nothing (replay, explain and verify read without a
   consumer group).
 
@@ -33,7 +35,7 @@ from streams.kafka import PLAIN_LOGIN, SCRAM_LOGIN, sasl_login
 from streams.settings import Settings
 from streams.topics import catalogue, input_topics
 
-NOT_REPORTED = ("policies", "ticks")  # inputs that only the operator or tribunal itself writes
+NOT_REPORTED = ("policies", "ticks", "dispatch-commands")  # inputs only the operator or tribunal itself writes
 
 
 @dataclass(frozen=True)

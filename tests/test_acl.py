@@ -31,7 +31,7 @@ def test_producers_write_reported_inputs_only() -> None:
     assert set(producer) == {"Write", "Describe"}
     written = {name for _, name, _ in producer["Write"]}
     assert written == {"p.plugin_decider", "p.plugin_justice", "p.cluster-events", "p.scheduler-events",
-                       "p.job-events", "p.dispatch-commands", "p.shard-events", "p.shard-acks"}
+                       "p.job-events", "p.shard-events", "p.shard-acks"}  # dispatch-commands: through the API
     assert all(not prefixed for _, _, prefixed in producer["Write"])
 
 

@@ -163,8 +163,8 @@ def render_history(found: dict[str, Any]) -> str:
     for step in found["steps"]:
         kind = step["step"]
         if kind == "assigned":
-            lines.append(f"assigned  by {_at(step['by'])}{_who(step)} to worker {step['worker']}"
-                         + (f" (request {step['request_id']})" if step.get("request_id") else ""))
+            lines.append(f"assigned  by {_at(step['by'])} to worker {step['worker']}"
+                         + (f" (request {step['request_id']})" if step.get("request_id") else "") + _who(step))
             if "expected_start" in step:
                 lines.append(f"          external id {step['external_id']}, expected start {step['expected_start']}, "
                              f"acceptable start {step['acceptable_start']}, timeout {step['timeout_ms']} ms, "
@@ -184,17 +184,17 @@ def render_history(found: dict[str, Any]) -> str:
             lines.append(f"          {dispatch_view.because(step)}")
         elif kind == "refused":
             named = f" (attempt {step['attempt']})" if step["attempt"] is not None else ""
-            lines.append(f"refused   {step['type']}{named} by {_at(step['by'])}{_who(step)}: {step['reason_code']}: "
-                         f"{step['reason']}")
+            lines.append(f"refused   {step['type']}{named} by {_at(step['by'])}: {step['reason_code']}: "
+                         f"{step['reason']}{_who(step)}")
         else:
             lines.append(f"{'final' if step['final'] else 'outcome':<9} {step['type']} (attempt {step['attempt']}) "
-                         f"by {_at(step['by'])}{_who(step)}" + (f": {step['error']}" if step["error"] else ""))
+                         f"by {_at(step['by'])}" + (f": {step['error']}" if step["error"] else "") + _who(step))
     return "\n".join(lines)
 
 
 def _who(step: dict[str, Any]) -> str:
     """Who sent the command behind a step, as the record names its principal."""
-    return f", sent by {step['principal']}," if step.get("principal") else ""
+    return f"; sent by {step['principal']}" if step.get("principal") else ""
 
 
 def _caps_by(step: dict[str, Any]) -> str:

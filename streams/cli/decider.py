@@ -37,8 +37,11 @@ def actuate(pool: Pool,
                 "Seconds a difference the target cannot put right lasts before the decider is told"))] = 10.0,
             election: Annotated[bool, typer.Option(help="Stand in the pool's actuator election (ZooKeeper)")] = True,
             stop_on_exit: Annotated[bool, typer.Option(help="process: stop the copies as the actuator stops")] = False,
-            metrics_port: Annotated[int, typer.Option(help="Serve /metrics on this port (0: none)")] = 0,
-            metrics_host: Annotated[str, typer.Option(help="Address /metrics listens on")] = "127.0.0.1",
+            metrics_port: Annotated[int, typer.Option(help=(
+                "Serve /metrics on this port (0: none): per app of the pool, what was applied, drift, lag and "
+                "restarts, unauthenticated"))] = 0,
+            metrics_host: Annotated[str, typer.Option(help="Address /metrics listens on (default loopback only)")
+                                    ] = "127.0.0.1",
             bootstrap: Bootstrap = None, zookeeper: ZkHosts = None, topic_prefix: Prefix = None,
             root: Root = "/tribunal", session_timeout: SessionTimeout = 6.0) -> None:
     """Make a target run what the pool's decisions say, put back what drifts, and tell the decider what lasts."""
@@ -69,7 +72,9 @@ def actuate(pool: Pool,
 
 @cli.command("keda-scaler")
 def keda_scaler(port: Annotated[int, typer.Option(help="Port the gRPC server listens on")] = 9090,
-                host: Annotated[str, typer.Option(help="Address it listens on")] = "127.0.0.1",
+                host: Annotated[str, typer.Option(help=(
+                    "Address it listens on (default loopback only): it serves every pool's decided instances to "
+                    "whoever asks, unless --tls-client-ca requires a client certificate"))] = "127.0.0.1",
                 tls_cert: Annotated[Path | None, typer.Option(help="PEM certificate: serve TLS")] = None,
                 tls_key: Annotated[Path | None, typer.Option(help="PEM private key of --tls-cert")] = None,
                 tls_client_ca: Annotated[Path | None, typer.Option(help=(

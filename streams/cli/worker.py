@@ -43,7 +43,11 @@ def topics_list(topic_prefix: Prefix = None) -> None:
 @cli.command("worker")
 def worker(bootstrap: Bootstrap = None, topic_prefix: Prefix = None,
            app_id: Annotated[str | None, typer.Option(help="Faust app id (consumer group)")] = None,
-           web_port: Annotated[int | None, typer.Option(help="Port of the worker's web endpoint")] = None,
+           web_port: Annotated[int | None, typer.Option(help=(
+               "Port of the worker's web endpoint, on $TRIBUNAL_WEB_HOST (default 127.0.0.1: loopback only). It "
+               "serves every key's state (pools, groups, namespaces and their jobs, job sets) and /metrics, "
+               "unauthenticated: reach it from elsewhere through the dispatcher's API or a proxy that "
+               "authenticates"))] = None,
            data_dir: Annotated[Path | None, typer.Option(help="Where table state is kept")] = None,
            partitions: Annotated[int | None, typer.Option(min=1)] = None,
            log_level: Annotated[str | None, typer.Option()] = None) -> None:

@@ -59,10 +59,11 @@ async def follow(settings: Settings, namespace: str, worker: str, after: Cursor 
     from aiokafka import TopicPartition
 
     starts, outcomes = settings.topic(JOB_STARTS), settings.topic(JOB_OUTCOMES)
-    consumer = kafka.consumer(settings.kafka_bootstrap)
+    consumer = kafka.consumer(settings.kafka_bootstrap, auto_offset_reset="earliest")  # a cursor past retention:
+    # from the oldest record kept, not from the end (a start deleted unseen is lost either way; none kept is)
     await consumer.start()
     try:
-        await consumer.topics()  # the topics' partition counts
+        await consumer._client.force_metadata_update()  # every topic's partitions (as `clients.read_log` reads them)
         where = {}
         for topic, partition, offset in ((starts, after and after.starts_partition, after and after.starts),
                                          (outcomes, after and after.outcomes_partition, after and after.outcomes)):

@@ -237,3 +237,65 @@ def test_a_broker_with_an_expired_certificate_is_one_line_and_exit_1(stack: Stac
         for f, content in zip(files, kept, strict=True):
             f.write_bytes(content)
         stack.cluster.start(broker)
+
+
+def test_a_tenant_runs_its_jobs_through_the_api_with_a_token_and_no_kafka_user(stack: Stack, unique: str,
+                                                                              tmp_path: Path) -> None:
+    """Issue 56: producers may no longer write the dispatcher's commands; a tenant's executor holds an API token
+    and no Kafka user at all, and its jobs run, each report naming it. The API runs as tribunal's daemons do."""
+    import os
+    import time
+
+    from streams.dispatcher.auth import AuthFile
+    from tests.dispatcher.test_api import answers, call
+
+    p = f"{unique}."
+    admin, producer, auditor = (stack.env(u, p) for u in ("admin", "producer", "auditor"))
+    web, port = free_ports(2)
+    worker_env = stack.env("worker", p, TRIBUNAL_DATA_DIR=str(tmp_path / "worker"), TRIBUNAL_WEB_PORT=str(web))
+    tribunal("topics", "create", env=admin)
+    tribunal("acl", "apply", env=admin)
+    refused = one_line_error(run(producer, "jobs", "assign", "--namespace", "sec", "--worker", "w1"))
+    assert "TopicAuthorizationFailed" in refused and p + "dispatch-commands" in refused
+
+    auth = tmp_path / "auth.json"
+    ops = AuthFile(auth).create("ops", "admin", ("sec",), None)
+    token_file = tmp_path / "tenant.token"
+    token_file.write_text(AuthFile(auth).create("tenant-w1", "tenant", ("sec",), "w1"))
+    token_file.chmod(0o600)
+    base = f"http://127.0.0.1:{port}"
+    plain = {k: v for k, v in os.environ.items() if not k.startswith("TRIBUNAL_") and k != "KAFKA_BOOTSTRAP"}
+    run_log = tmp_path / "runs.jsonl"
+    services = [Worker(worker_env, tmp_path / "worker.log"),
+                Service(worker_env, tmp_path / "api.log", "dispatcher-api", "--port", str(port), "--auth-file",
+                        str(auth)),
+                Service(worker_env, tmp_path / "ticker.log", "ticker", "--namespace", "sec", "--root", f"/{unique}"),
+                Service({**plain, "TRIBUNAL_KAFKA_BOOTSTRAP": "127.0.0.1:9"}, tmp_path / "executor.log", "executor",
+                        "--namespace", "sec", "--worker", "w1", "--seconds", "0.2", "--run-log", str(run_log),
+                        "--api", base, "--token-file", str(token_file), "--state-dir", str(tmp_path / "executor"))]
+    for service in services:
+        service.start()
+    try:
+        wait_until_ready(services[0], 1)  # type: ignore[arg-type]
+        until(lambda: answers(base), lambda: f"the API to answer: {services[1].log()}", 60)
+        until((tmp_path / "executor" / "sec" / "w1" / "events.cursor").exists,
+              lambda: f"the executor to follow its events: {services[3].log()}", 60)
+        now = int(time.time() * 1000)
+        status, _, body = call(base, "POST", "/namespaces/sec/assignments",
+                               {"worker": "w1", "start": now, "end": now, "jobs": [{"external_id": "a"},
+                                                                                   {"external_id": "b"}]}, token=ops)
+        assert status == 202, body
+
+        def finished() -> set[str]:
+            lines = run_log.read_text().splitlines() if run_log.exists() else []
+            return {json.loads(line)["uuid"] for line in lines if json.loads(line)["event"] == "finish"}
+
+        until(lambda: finished() >= set(body["uuids"]), lambda: f"the jobs to run: {services[3].log()[-2000:]}", 90)
+        tail = tribunal("tail", "dispatch-commands", "--json", "--from-beginning", "--max", "3", "--idle-timeout",
+                        "30", env=auditor)
+        values = [json.loads(line)["value"] for line in tail.stdout.splitlines()]
+        sent = [(v["type"], v.get("principal")) for v in values]
+        assert sorted(sent) == [("JobFinished", "tenant-w1"), ("JobFinished", "tenant-w1"), ("JobsAssigned", "ops")]
+    finally:
+        for service in services:
+            service.stop()
