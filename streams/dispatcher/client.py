@@ -166,11 +166,15 @@ class DispatcherClient(Writer):
             listener, record = self._on_fail, kafka.validated(message, value, records.JobOutcome)
         else:
             return
-        if listener is None or record is None:
-            return
-        try:
-            result = listener(record)
-            if inspect.isawaitable(result):
-                await result
-        except Exception:  # the tenant's code: one failing call must not stop the others
-            log.exception("the listener failed on %s %s attempt %s", record.type, record.uuid, record.attempt)
+        if listener is not None and record is not None:
+            await hand_over(listener, record)
+
+
+async def hand_over(listener: Listener, record: records.JobStarted | records.JobOutcome) -> None:
+    """Call a tenant's listener with a record; one that raises is logged, and the next record delivered."""
+    try:
+        result = listener(record)
+        if inspect.isawaitable(result):
+            await result
+    except Exception:  # the tenant's code: one failing call must not stop the others
+        log.exception("the listener failed on %s %s attempt %s", record.type, record.uuid, record.attempt)

@@ -12,7 +12,6 @@ listeners returned, so a start is handed over at least once, and a listener must
 from __future__ import annotations
 
 import asyncio
-import inspect
 import json
 import logging
 import ssl
@@ -21,7 +20,7 @@ from typing import Any
 
 from schemas import dispatch as records
 from streams.clients import Written
-from streams.dispatcher.client import Assigned, JobAssign, Listener
+from streams.dispatcher.client import Assigned, JobAssign, Listener, hand_over
 from streams.errors import TribunalError
 
 log = logging.getLogger(__name__)
@@ -162,14 +161,8 @@ class HttpDispatcherClient:
             log.warning("skipped an event that is not a %s: %s", kind, e)
             return
         listener = self._on_start if kind == "JobStarted" else self._on_fail
-        if listener is None:
-            return
-        try:
-            result = listener(record)
-            if inspect.isawaitable(result):
-                await result
-        except Exception:  # the tenant's code: one failing call must not stop the others
-            log.exception("the listener failed on %s %s attempt %s", kind, record.uuid, record.attempt)
+        if listener is not None:
+            await hand_over(listener, record)
 
 
 async def _events(content: Any) -> Any:

@@ -101,9 +101,11 @@ def test_the_demo_executor_runs_what_the_cli_assigns(env: dict[str, str], worker
         assert events == ["start", "finish"] * 3  # a cap of 1: one at a time
         state = json.loads(tribunal("state", "--namespace", "demo", "--json", env=env).stdout)
         assert (state["running"], state["pending"]) == (0, 0)
-        missing = tribunal("jobs", "show", uuids[0], "--namespace", "demo", env=env, check=False)
-        assert missing.returncode == 1 and "is not pending or running" in missing.stderr  # finished jobs leave the
-        assert f"tribunal explain --job {uuids[0]}" in missing.stderr, missing.stderr  # state; explain has them
+        ended = tribunal("jobs", "show", uuids[0], "--namespace", "demo", env=env).stdout  # it left the state:
+        assert ended.startswith(f"job       {uuids[0]} in namespace demo")  # its history, from the log
+        assert "final     JobFinished (attempt 1)" in ended and "sent by" not in ended  # the CLI writes as no one
+        never = tribunal("jobs", "show", "no-such-job", "--namespace", "demo", env=env, check=False)
+        assert never.returncode == 1 and "neither pending nor running" in never.stderr
     finally:
         executor.stop()
         clock.stop()

@@ -5,6 +5,7 @@ every start written meanwhile runs, and none twice."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import time
@@ -12,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from streams.dispatcher.auth import AuthFile
+from streams.dispatcher.client import JobAssign
+from streams.dispatcher.http_client import HttpDispatcherClient
 from streams.infra.topology import free_ports
 from tests.dispatcher.test_api import answers, call
 from tests.helpers import Service, Worker, running, tribunal, until, wait_until_ready
@@ -48,16 +51,18 @@ def test_an_executor_runs_its_jobs_through_the_api_alone_and_resumes_after_the_a
             cursor = tmp_path / "executor" / NS / "w1" / "events.cursor"
             until(cursor.exists, lambda: f"the executor to follow its events: {executor.log()}", timeout=90)
 
-            def assign(n: int) -> list[str]:
-                now = int(time.time() * 1000)
-                status, _, body = call(base, "POST", f"/namespaces/{NS}/assignments",
-                                       {"worker": "w1", "start": now, "end": now,
-                                        "jobs": [{"external_id": f"j{i}"} for i in range(n)]},
-                                       token=admin)
-                assert status == 202, body
-                return list(body["uuids"])
+            async def assign(n: int) -> list[str]:  # as the operator's program would: the client's HTTP mode
+                async with HttpDispatcherClient(base, admin, NS) as client:
+                    capped = await client.set_max_threads(2)
+                    built = JobAssign("w1").start(int(time.time() * 1000))
+                    for i in range(n):
+                        built.job(f"j{i}")
+                    assigned = await client.assign_job(built)
+                assert assigned.written.offset == capped.offset + 1
+                return assigned.uuids
 
-            first = assign(3)
+            first = asyncio.run(assign(3))
+            assert call(base, "GET", f"/namespaces/{NS}/jobs/{first[0]}", token=admin)[0] in (200, 404)
             until(lambda: {r["uuid"] for r in runs(run_log) if r["event"] == "finish"} >= set(first),
                   lambda: f"the first jobs to run: {executor.log()[-3000:]}", timeout=90)
 
