@@ -103,7 +103,7 @@ def executor(worker: Annotated[str, typer.Option(help="The worker (tenant) whose
 def _secret(path: Path) -> str:
     from streams.dispatcher.auth import private
 
-    private(path)  # a token readable by others is no secret
+    private(path, "the token file")  # a token readable by others is no secret
     return path.read_text().strip()
 
 

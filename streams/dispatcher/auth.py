@@ -2,9 +2,9 @@
 
 The auth file (JSON, readable by its owner only) holds one entry per identity: its name, role, namespaces,
 worker and the SHA-256 of its token, never the token. Tokens are 256 random bits, so a plain hash is as
-strong as a slow one (what GitHub and Hatchet keep); a presented token is hashed and compared with every
-entry's hash in constant time. An entry also stands for a client certificate whose subject's common name
-is the entry's name (`--tls-client-ca`), so revoking a name revokes both.
+strong as a slow one (what GitHub and Hatchet keep); a presented token is hashed, looked up by its hash and
+compared with the entry found in constant time. An entry also stands for a client certificate whose subject's
+common name is the entry's name (`--tls-client-ca`), so revoking a name revokes both.
 
 Names are never reused, revoked ones included: a `principal` in the log names one identity for good.
 The API reads the file again whenever it changed (its inode, size or modification time), checked on
@@ -94,15 +94,15 @@ def _parse(path: Path, text: str) -> tuple[Identity, ...]:
         raise AuthError(f"{path} is not an auth file tribunal wrote: {e}") from None
 
 
-def private(path: Path) -> os.stat_result:
-    """`path`'s status, if only its owner may read or write it; else an error saying so."""
+def private(path: Path, what: str = "the auth file") -> os.stat_result:
+    """`path`'s status, if only its owner may read or write it; else an error saying so (`what` it is)."""
     try:
         st = path.stat()
     except OSError as e:
-        raise AuthError(f"cannot read the auth file {path}: {e.strerror}") from None
+        raise AuthError(f"cannot read {what} {path}: {e.strerror}") from None
     if st.st_mode & 0o077:
-        raise AuthError(f"the auth file {path} is open to others (mode {st.st_mode & 0o777:o}): its hashes are "
-                        f"secrets; chmod 600 {path}")
+        raise AuthError(f"{what} {path} is open to others (mode {st.st_mode & 0o777:o}), and what it holds is a "
+                        f"secret: chmod 600 {path}")
     return st
 
 
@@ -175,6 +175,7 @@ class Keyring:
         self._seen: tuple[int, int, int] | None = None
         self._identities: tuple[Identity, ...] = ()
         self._by_name: dict[str, Identity] = {}
+        self._by_hash: dict[str, Identity] = {}
         self.current()  # refused at start: missing, malformed or open to others
 
     def current(self) -> tuple[Identity, ...]:
@@ -183,16 +184,20 @@ class Keyring:
         if seen != self._seen:
             self._identities = _parse(self.path, self.path.read_text())
             self._by_name = {i.name: i for i in self._identities}
+            self._by_hash = {i.hash: i for i in self._identities}
             self._seen = seen
         return self._identities
 
     def by_token(self, token: str) -> Identity | None:
-        """The live identity whose token this is: every entry compared, in constant time each."""
-        presented, found = digest(token).encode(), None
-        for identity in self.current():
-            if hmac.compare_digest(presented, identity.hash.encode()):
-                found = identity
-        return found if found is not None and found.revoked is None else None
+        """The live identity whose token this is, looked up by the token's hash (as GitHub looks tokens up): what
+        a lookup's time could tell is about the hash of a token the caller chose, which gives no way to another
+        token; the entry found is compared in constant time all the same."""
+        self.current()
+        presented = digest(token)
+        found = self._by_hash.get(presented)
+        if found is None or not hmac.compare_digest(presented.encode(), found.hash.encode()):
+            return None
+        return found if found.revoked is None else None
 
     def by_name(self, name: str) -> Identity | None:
         """The live identity a client certificate's common name names."""
