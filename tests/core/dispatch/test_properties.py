@@ -50,11 +50,11 @@ def scripts(draw: st.DrawFn) -> list[tuple[str, Any]]:
 
 
 def folded(steps: list[tuple[str, Any]], split: int | None = None, s: Script | None = None,
-           ticked: bool = False) -> Iterator[tuple[Script, list[dict[str, Any]]]]:
+           ticked: bool = False, signed: bool = False) -> Iterator[tuple[Script, list[dict[str, Any]]]]:
     """Fold the script step by step, yielding the script and each step's outputs; a finish, failure or
     cancel names a job assigned so far (skipped before any). At `split`, the state is stored and
     reloaded, as a restarted worker would. `ticked`: each command is preceded by a Tick at its time (a step
-    of its own)."""
+    of its own). `signed`: every command names a sender, `sender-<step>`."""
     s, uuids = s or Script(), []
     for i, (kind, arg) in enumerate(steps):
         if i == split:
@@ -69,6 +69,8 @@ def folded(steps: list[tuple[str, Any]], split: int | None = None, s: Script | N
             value = command(verb, uuid=uuids[arg % len(uuids)])
         else:
             continue
+        if signed and value["type"] != "Tick":
+            value = {**value, "principal": f"sender-{i}"}
         if ticked and value["type"] != "Tick":
             yield s, s.feed(tick(s.clock), at=s.clock)
         outputs = s.feed(value)
@@ -76,10 +78,10 @@ def folded(steps: list[tuple[str, Any]], split: int | None = None, s: Script | N
         yield s, outputs
 
 
-def run(steps: list[tuple[str, Any]], split: int | None = None,
-        ticked: bool = False) -> tuple[Script, list[list[dict[str, Any]]]]:
+def run(steps: list[tuple[str, Any]], split: int | None = None, ticked: bool = False,
+        signed: bool = False) -> tuple[Script, list[list[dict[str, Any]]]]:
     s = Script()
-    return s, [outputs for _, outputs in folded(steps, split, s, ticked)]
+    return s, [outputs for _, outputs in folded(steps, split, s, ticked, signed)]
 
 
 def _substance(outputs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -190,6 +192,30 @@ def test_a_reloaded_state_decides_as_the_one_kept_in_memory(steps: list[tuple[st
     _, kept = run(steps)
     _, reloaded = run(steps, split)
     assert kept == reloaded
+
+
+@given(scripts(), st.integers(0, 40))
+def test_naming_who_sent_each_command_changes_no_decision_and_a_job_keeps_its_assigner(
+        steps: list[tuple[str, Any]], split: int) -> None:
+    """SPEC §9: `principal` records who, and is never a cause: the same commands, each naming a sender, decide the
+    same outputs byte for byte; every job held names the sender of its assign, across a reload too."""
+    _, plain = run(steps)
+    s, signed = run(steps, split, signed=True)
+
+    def decided(per_step: list[list[dict[str, Any]]]) -> list[list[dict[str, Any]]]:  # a dead letter quotes its
+        return [[{k: v for k, v in o.items() if not k.startswith("original")} for o in step]  # record, the sender
+                for step in per_step]  # with it, and says its size
+    assert decided(signed) == decided(plain)
+    senders = [f"sender-{i}" for i, (kind, value) in enumerate(steps)
+               if kind == "cmd" and value["type"] == "JobsAssigned"]
+    accepted = [o["uuids"] for step in signed for o in step if o["type"] == "JobsAccepted"]
+    assert len(accepted) == len(senders)  # every assign accepted, in order
+    assigner = {uuid: sender for sender, uuids in zip(senders, accepted, strict=True) for uuid in uuids}
+    assert {job.uuid: job.assigned_by for job in s.state.jobs.values()} == {
+        uuid: assigner[uuid] for uuid in s.state.jobs}
+    unsigned, _ = run(steps, split)
+    assert all(job.assigned_by is None for job in unsigned.state.jobs.values())
+    assert len(unsigned.state.jobs) == len(s.state.jobs)
 
 
 @given(scripts(), st.integers(0, 40))
