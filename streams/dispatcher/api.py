@@ -19,6 +19,7 @@ rate, 413 past the body limit.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -260,6 +261,10 @@ class Api:
         """The worker's starts and final failures as server-sent events, from `Last-Event-ID` (or `?after=`)."""
         namespace, worker = request.match_info["namespace"], request.match_info["worker"]
         _allow(request, "stream", worker)
+        from aiokafka.errors import KafkaError
+
+        from streams import kafka
+
         given = request.headers.get("Last-Event-ID") or request.query.get("after")
         try:
             after = events.Cursor.parse(given) if given else None
@@ -267,14 +272,18 @@ class Api:
             first = await stream.__anext__()  # positioned (or refused) before the answer begins
         except events.BadCursor as e:
             raise web.HTTPUnprocessableEntity(text=str(e)) from None
+        except KafkaError as e:
+            raise TribunalError(f"Kafka did not answer: {kafka.reason(e)}") from None
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"})
         await response.prepare(request)
         try:
             await response.write(events.sse(first))
             async for event in _with_keepalive(stream, KEEPALIVE_S):
                 await response.write(b": keep-alive\n\n" if event is None else events.sse(event))
-        except (ConnectionResetError, asyncio.CancelledError):
+        except ConnectionResetError:
             pass  # the client went away
+        except Exception:  # the answer has begun: no problem body now; the client reconnects from its cursor
+            log.exception("the event stream of %s/%s ended", namespace, worker)
         finally:
             await stream.aclose()
         return response
@@ -321,8 +330,11 @@ async def _with_keepalive(stream: Any, every: float) -> Any:
                 return
             yield event
             pending = asyncio.ensure_future(stream.__anext__())
-    finally:
-        pending.cancel()
+    finally:  # the stream's next record is no longer wanted: its read ends before the stream is closed
+        if not pending.done():
+            pending.cancel()
+            with contextlib.suppress(BaseException):
+                await pending
 
 
 async def serve(settings: Settings, host: str, port: int, worker_web: str, keyring: Keyring | None = None,

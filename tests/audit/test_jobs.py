@@ -136,3 +136,23 @@ def test_a_late_finish_shows_as_refused_between_the_retry_and_its_own_finish() -
                      ("outcome", "JobFinished", 2)]
     assert "refused   JobFinished (attempt 1) by dispatch-commands[0]@2" in render_history(history)
     assert "late_report" in render_history(history)
+
+
+def test_each_step_names_who_sent_the_command_behind_it_and_a_wait_who_set_the_cap() -> None:
+    """Issue 56: the history says who assigned, failed, finished or cancelled the job and who set the caps that held
+    it, where the commands name their senders (`principal`); a command without one is said as before."""
+    log = logged([command("MaxThreadsSet", max=1, principal="ops"), assign("w1", 0, 0, 2) | {"principal": "team-a"},
+                  command("JobFailed", uuid=uuid_of(2), error="boom", principal="team-a"),
+                  command("JobCancelled", uuid=uuid_of(2, 1), principal="ops")])
+    second = job_history(log, Settings(), uuid_of(2, 1), NS)
+    by_step = [(s["step"], s.get("type"), s.get("principal")) for s in second["steps"]]
+    assert by_step[0] == ("assigned", None, "team-a") and by_step[-1] == ("outcome", "JobCancelled", "ops")
+    waits = [s for s in second["steps"] if s["step"] == "waited"]
+    assert waits and all(w["namespace_max_set_by"] == "ops" and w["worker_max_set_by"] is None for w in waits)
+    text = render_history(second)
+    assert "to worker w1; sent by team-a" in text and "(the namespace's cap set by ops)" in text
+    assert text.splitlines()[-1].endswith("; sent by ops")
+    first = render_history(job_history(log, Settings(), uuid_of(2), NS))
+    assert "boom; sent by team-a" in first
+    unsigned = logged([assign("w1", 0, 0, 1), command("JobCancelled", uuid=uuid_of(1))])
+    assert "sent by" not in render_history(job_history(unsigned, Settings(), uuid_of(1), NS))

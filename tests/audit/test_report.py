@@ -17,9 +17,9 @@ from tests.core.dispatch.script import NS, assign, command, tick
 
 
 def test_a_namespace_page_plots_running_against_caps_per_worker_and_lateness() -> None:
-    log = logged([command("MaxThreadsSet", max=2), command("WorkerMaxSet", worker="w2", max=1),
-                  assign("w1", 0, 300, 3), assign("w2", 0, 0, 2), tick(100), command("JobFinished", uuid=uuid_of(3)),
-                  tick(400)])
+    log = logged([command("MaxThreadsSet", max=2, principal="ops"), command("WorkerMaxSet", worker="w2", max=1),
+                  assign("w1", 0, 300, 3), assign("w2", 0, 0, 2), tick(100),
+                  command("JobFinished", uuid=uuid_of(3), principal="tenant-w2"), tick(400)])
     found = list(explanations(log, Settings(), lambda r: True, describe=summary, only=("dispatch", NS)))
     assert len(found) == 7 and all("jobs" not in f["after"] for f in found)  # states without the jobs listing
     page = render_page("namespace", NS, found, "from the beginning to the end")
@@ -28,6 +28,9 @@ def test_a_namespace_page_plots_running_against_caps_per_worker_and_lateness() -
     starts = sum(len(f["starts"]) for f in found)
     assert starts == 3 and f"Lateness of {starts} starts" in page
     assert "<td>WorkerMaxSet</td>" in page and "<td>2 / 2</td>" in page and "JobFinished 1, JobStarted 1" in page
+    assert "<th>sent by</th>" in page  # who sent each command, where the record names its sender
+    assert "<td>MaxThreadsSet</td><td>ops</td>" in page and "<td>JobFinished</td><td>tenant-w2</td>" in page
+    assert "<td>WorkerMaxSet</td><td>-</td>" in page
 
 
 def test_lateness_is_plotted_in_a_unit_its_spread_reads_in_and_the_table_dates_the_clock() -> None:
