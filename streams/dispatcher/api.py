@@ -276,15 +276,17 @@ class Api:
             raise TribunalError(f"Kafka did not answer: {kafka.reason(e)}") from None
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store"})
         await response.prepare(request)
+        paced = _with_keepalive(stream, KEEPALIVE_S)
         try:
             await response.write(events.sse(first))
-            async for event in _with_keepalive(stream, KEEPALIVE_S):
+            async for event in paced:
                 await response.write(b": keep-alive\n\n" if event is None else events.sse(event))
         except ConnectionResetError:
             pass  # the client went away
         except Exception:  # the answer has begun: no problem body now; the client reconnects from its cursor
             log.exception("the event stream of %s/%s ended", namespace, worker)
-        finally:
+        finally:  # the pacing first: it may be waiting on the stream's next record, which must end before the stream
+            await paced.aclose()
             await stream.aclose()
         return response
 
