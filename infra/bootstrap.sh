@@ -27,12 +27,19 @@ command -v mvn >/dev/null || apt_install maven
 if [ "${TRIBUNAL_TEST_DEPS:-0}" = 1 ]; then
   # the audit report's test renders the page in a real headless browser; kcat (librdkafka) is
   # the third-party producer the routing tests publish with (CRC32 keys, keyless records); iproute2's
-  # ip makes the network namespaces and veth links of the partition tests (tests/netns.py)
+  # ip makes the network namespaces and veth links of the partition tests (tests/netns.py); the console's
+  # tests drive that Chromium through its WebDriver (chromium-driver) and check each page with axe-core (npm)
   missing=()
   command -v chromium >/dev/null || missing+=(chromium)
+  command -v chromedriver >/dev/null || missing+=(chromium-driver)
   command -v kcat >/dev/null || missing+=(kcat)
   command -v ip >/dev/null || missing+=(iproute2)
+  command -v npm >/dev/null || missing+=(npm)
   [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
+  if [ ! -f infra/npm/node_modules/axe-core/axe.min.js ]; then
+    say "installing axe-core from the npm registry (the console's accessibility checks)"
+    npm ci --silent --prefix infra/npm >&2
+  fi
 fi
 
 stamp=.venv/.tribunal-installed

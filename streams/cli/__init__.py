@@ -14,7 +14,7 @@ from streams.errors import ConfigError, TribunalError
 from streams.settings import Settings
 
 # isort: off
-from streams.cli import infra, worker, groups, dispatch, decider, shards, records, audit  # noqa: F401  (each registers its commands, in help's order)
+from streams.cli import infra, worker, groups, dispatch, decider, shards, records, audit, console  # noqa: F401  (each registers its commands, in help's order)
 # isort: on
 
 __all__ = ["cli", "main", "register_folds"]

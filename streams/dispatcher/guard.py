@@ -29,12 +29,12 @@ def loopback(host: str) -> bool:
         return False
 
 
-def check_exposure(host: str, auth_file: Path | None, insecure: bool) -> None:
+def check_exposure(host: str, auth_file: Path | None, insecure: bool, what: str = "the dispatcher's API") -> None:
     """Refuse to serve others without authentication, unless the operator said so out loud."""
     if auth_file is None and not loopback(host) and not insecure:
-        raise ConfigError(f"refusing to serve the dispatcher's API on {host} without --auth-file: anyone reaching "
-                          "it could set caps and cancel any tenant's jobs. Give --auth-file (tokens: tribunal "
-                          "dispatcher-api token create), or --insecure to serve it open anyway")
+        raise ConfigError(f"refusing to serve {what} on {host} without --auth-file: anyone reaching it could set "
+                          "caps and cancel any tenant's jobs. Give --auth-file (tokens: tribunal dispatcher-api "
+                          "token create), or --insecure to serve it open anyway")
 
 
 def server_tls(cert: Path, key: Path, client_ca: Path | None) -> ssl.SSLContext:
