@@ -184,6 +184,10 @@ def text_of(driver: Any) -> str:
 
 def test_every_page_loads_live_clean_and_accessible_and_records_appear_without_a_reload(site: Site,
                                                                                         browser: Any) -> None:
+    browser.delete_all_cookies()
+    browser.get(site.base + "/")  # no identity: the sign-in form
+    until(lambda: browser.current_url.endswith("/login"), "the sign-in form", 20)
+    check(browser, "login")
     sign_in(browser, site, "ops")
     until(lambda: "pool-a" in (browser.refresh() or text_of(browser)) and "g1" in text_of(browser)
           and "js" in text_of(browser), lambda: f"the overview to list them: {text_of(browser)}", 60)
@@ -233,8 +237,8 @@ def test_every_page_loads_live_clean_and_accessible_and_records_appear_without_a
 def test_a_killed_nodes_tasks_move_on_the_job_set_page(site: Site, browser: Any) -> None:
     sign_in(browser, site, "viewer")
     browser.get(site.base + "/job-sets/js")
-    nodes = lambda: {row.get_attribute("data-node") for row in  # noqa: E731
-                     browser.find_elements("css selector", "tr[data-node]")}
+    nodes = lambda: set(browser.execute_script(  # noqa: E731  (read in one go: a live update may replace the rows)
+        "return [...document.querySelectorAll('tr[data-node]')].map(r => r.dataset.node)"))
     until(lambda: nodes() == {"n1", "n2"} and "running" in text_of(browser),
           lambda: f"both nodes in the plan: {text_of(browser)}", 90)
     until(lambda: "1, 2, 3" in text_of(browser), lambda: f"n1's task processes: {text_of(browser)}", 60)
@@ -283,6 +287,14 @@ def test_a_reader_sees_no_admin_action_and_a_forged_one_is_refused(site: Site, b
     until(lambda: "at most 3 running" in text_of(browser), "the cap to be written", 20)
     until(lambda: _commands(site)[-1] == {"type": "MaxThreadsSet", "namespace": "demo", "max": 3,
                                           "principal": "ops"}, "the cap on the log", 20)
+
+    letters = "/dead-letters/" + site.env["TRIBUNAL_TOPIC_PREFIX"] + "plugin_decider.dlq/bad_metric"
+    browser.get(site.base + letters)  # an admin of every namespace redrives: the letter fails again, a new one
+    browser.find_element("css selector", "form[action$='redrive'] button").click()
+    until(lambda: "redriven: 1" in text_of(browser), lambda: f"the redrive: {text_of(browser)}", 60)
+    browser.get(site.base + letters)
+    until(lambda: len(browser.find_elements("css selector", "td code")) == 2,
+          lambda: f"the letter redriven to fail again: {text_of(browser)}", UPDATE_BOUND_S)
 
 
 def _commands(site: Site) -> list[dict[str, Any]]:
