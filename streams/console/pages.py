@@ -1,8 +1,10 @@
-"""The console's pages, server-rendered (Jinja2, autoescaped): each page a layout and the fragments a live update
-fetches again (`fragment=NAME`), so the first render and an update draw the same HTML from the same code.
+"""The console's pages, server-rendered (Jinja2, autoescaped): each page a layout and its live parts (elements
+with `data-fragment`; `?fragment=NAME` renders one alone), so the first render and an update draw the same HTML
+from the same code.
 
 No front-end build: one small script (`SCRIPT`) opens the page's event stream and, on each event that concerns
-the page, fetches its fragments again; forms post as forms. Plots are matplotlib SVG, drawn on the server.
+the page (at most one refresh every 200 ms), fetches the page once more and swaps its live parts in; forms post
+as forms. Plots are matplotlib SVG, drawn on the server.
 """
 
 from __future__ import annotations
@@ -37,14 +39,19 @@ SCRIPT = """
   const stream = body.dataset.stream;
   if (!stream) return;
   let pending = null;
-  function refresh() {
+  function refresh() {  // the page once more, and each live part of it swapped in
     pending = null;
-    document.querySelectorAll('[data-fragment]').forEach(function (el) {
-      const url = new URL(window.location.href);
-      url.searchParams.set('fragment', el.dataset.fragment);
-      fetch(url, {credentials: 'same-origin'}).then(function (r) { return r.ok ? r.text() : null; })
-        .then(function (html) { if (html !== null) { el.innerHTML = html; body.dataset.updated = Date.now(); } });
-    });
+    fetch(window.location.href, {credentials: 'same-origin'})
+      .then(function (r) { return r.ok ? r.text() : null; })
+      .then(function (html) {
+        if (html === null) return;
+        const fresh = new DOMParser().parseFromString(html, 'text/html');
+        document.querySelectorAll('[data-fragment]').forEach(function (el) {
+          const part = fresh.querySelector('[data-fragment="' + el.dataset.fragment + '"]');
+          if (part) el.innerHTML = part.innerHTML;
+        });
+        body.dataset.updated = Date.now();
+      });
   }
   const source = new EventSource('/events?' + stream);
   source.addEventListener('update', function () { if (!pending) pending = setTimeout(refresh, 200); });

@@ -50,6 +50,8 @@ class Console:
         self.feed = Feed(settings)
         self.sessions: dict[str, tuple[str, str]] = {}  # session id -> (identity name, CSRF token)
         self.client: Any = None  # the DispatcherClient the actions write through
+        self.worker: dict[str, Any] | None = None  # the worker's partitions and lag, as last read (`watch_worker`)
+        self.plots: dict[str, tuple[Any, str | None]] = {}  # pool -> (its last decision's seq, its plot)
 
     # -- who is asking --------------------------------------------------------------------------
     def identity(self, request: web.Request) -> Identity | None:
@@ -122,8 +124,15 @@ class Console:
                     for js, p in sorted(v.plans.items())]
         context = self.context(request, "Overview", "kind=any", pools=pools, namespaces=namespaces, groups=groups,
                                job_sets=job_sets, letters=sorted(v.letters.items()), worker_web=self.worker_web,
-                               workers=await self.worker_health())
+                               workers=self.worker)
         return self.page(request, "overview", {"summary": "overview_summary"}, context)
+
+    async def watch_worker(self, every: float = 5.0) -> None:
+        """Read the worker's health every `every` seconds (a worker's /metrics page takes a while under load: a
+        page must not wait for it), until cancelled."""
+        while True:
+            self.worker = await self.worker_health()
+            await asyncio.sleep(every)
 
     async def worker_health(self) -> dict[str, Any] | None:
         """The worker's input partitions and their lag, from its /metrics page; None if it does not answer."""
@@ -166,9 +175,18 @@ class Console:
         context = self.context(request, f"Pool {pool}", f"kind=pool&key={quote(pool)}", pool=pool, state=decider,
                                apps=rows, page=page, pages=count, error=error, decisions=_decision_rows(recent),
                                observed=sum(running.values()) if running else None,
-                               plot=_instances_plot(recent, int(time.time() * 1000))
-                               if request.query.get("fragment") in (None, "state") else None)
+                               plot=self.plot(pool, recent) if request.query.get("fragment") in (None, "state")
+                               else None)
         return self.page(request, "pool", {"state": "pool_state", "decisions": "pool_decisions"}, context)
+
+    def plot(self, pool: str, recent: list[dict[str, Any]]) -> str | None:
+        """The pool's plot, drawn again only when a decision came since (a plot costs a hundred times a table)."""
+        last = recent[-1].get("seq") if recent else None
+        kept = self.plots.get(pool)
+        if kept is None or kept[0] != last:
+            kept = (last, _instances_plot(recent, int(time.time() * 1000)))
+            self.plots[pool] = kept
+        return kept[1]
 
     async def decision(self, request: web.Request) -> web.Response:
         pool, seq = request.match_info["pool"], int(request.match_info["seq"])
@@ -507,7 +525,7 @@ async def serve(settings: Settings, host: str, port: int, worker_web: str, keyri
     from streams.dispatcher.client import DispatcherClient
 
     console = Console(settings, worker_web, keyring, state_dirs)
-    feeding = asyncio.create_task(console.feed.run())
+    feeding = [asyncio.create_task(console.feed.run()), asyncio.create_task(console.watch_worker())]
     async with DispatcherClient(settings, namespace="") as client:
         console.client = client
         runner = web.AppRunner(console.app(), shutdown_timeout=2)
@@ -518,5 +536,6 @@ async def serve(settings: Settings, host: str, port: int, worker_web: str, keyri
         try:
             await asyncio.Event().wait()
         finally:
-            feeding.cancel()
+            for task in feeding:
+                task.cancel()
             await runner.cleanup()
