@@ -165,6 +165,19 @@ def admin(bootstrap: str, **options: Any) -> Any:
     return AIOKafkaAdminClient(bootstrap_servers=bootstrap, **{**security(), **options})
 
 
+def object_of(raw: bytes | None) -> dict[str, Any] | None:
+    """`raw` as a JSON object, or None (no value, not JSON, not an object), quietly: for readers that only look."""
+    import orjson
+
+    if not raw:
+        return None
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def json_object(record: Any) -> dict[str, Any] | None:
     """A consumed record's value as a JSON object, or None, with a warning naming where it is, when it is not
     one. A client reads what other programs wrote: it skips what it cannot read and goes on past it (its offset

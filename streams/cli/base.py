@@ -132,6 +132,34 @@ Root = Annotated[str, typer.Option("--root", help="ZooKeeper root of the schedul
 SessionTimeout = Annotated[float, typer.Option("--session-timeout", help="ZooKeeper session timeout, seconds")]
 
 
+# -- HTTP servers others may reach: the dispatcher's API and the console ------------------------
+ListenHost = Annotated[str, typer.Option("--host", help="Address to listen on (other than loopback only with "
+                                         "--auth-file, or --insecure)")]
+TlsCert = Annotated[Path | None, typer.Option(help="PEM certificate: serve HTTPS")]
+TlsKey = Annotated[Path | None, typer.Option(help="PEM private key of --tls-cert")]
+TlsClientCa = Annotated[Path | None, typer.Option(help=(
+    "PEM CA: a client certificate it signed stands for the identity its common name names"))]
+Insecure = Annotated[bool, typer.Option(help=(
+    "Serve without --auth-file on an address others can reach: anyone there may then set caps, cancel any "
+    "tenant's jobs (and, in the console, redrive dead letters)"))]
+
+
+def secured(host: str, auth_file: Path | None, tls_cert: Path | None, tls_key: Path | None,
+            tls_client_ca: Path | None, insecure: bool, what: str) -> tuple[Any, Any]:
+    """The keyring and TLS context a server of `what` runs with, once the options are checked (a server others
+    may reach without an auth file is refused unless `insecure`)."""
+    from streams.dispatcher.auth import Keyring
+    from streams.dispatcher.guard import check_exposure, server_tls
+    from streams.errors import ConfigError
+
+    check_exposure(host, auth_file, insecure, what)
+    if (tls_cert is None) != (tls_key is None) or (tls_client_ca is not None and tls_cert is None):
+        raise ConfigError("--tls-cert and --tls-key go together, and --tls-client-ca needs them")
+    keyring = Keyring(auth_file) if auth_file is not None else None
+    tls = server_tls(tls_cert, tls_key, tls_client_ca) if tls_cert is not None and tls_key is not None else None
+    return keyring, tls
+
+
 def serve(make: Callable[[asyncio.Event], Awaitable[None]]) -> None:
     """Run an asyncio service, handed an event that SIGTERM or Ctrl-C sets, until it returns."""
     import logging

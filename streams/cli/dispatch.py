@@ -14,14 +14,20 @@ import typer
 from schemas.dispatch import MAX_JOBS_PER_ASSIGN
 from streams.cli.base import (
     Bootstrap,
+    Insecure,
+    ListenHost,
     Prefix,
     Root,
     SessionTimeout,
+    TlsCert,
+    TlsClientCa,
+    TlsKey,
     Web,
     ZkHosts,
     cli,
     group,
     open_file,
+    secured,
     serve_until_stopped,
     settings_from,
 )
@@ -236,20 +242,13 @@ AuthFileOption = Annotated[Path, typer.Option("--auth-file", help="The auth file
 
 
 @api_cli.callback()
-def dispatcher_api(ctx: typer.Context,
-                   host: Annotated[str, typer.Option(help="Address to listen on (other than loopback only with "
-                                                     "--auth-file, or --insecure)")] = "127.0.0.1",
+def dispatcher_api(ctx: typer.Context, host: ListenHost = "127.0.0.1",
                    port: Annotated[int, typer.Option(help="Port to listen on")] = 8080,
                    auth_file: Annotated[Path | None, typer.Option(help=(
                        "Identities (tribunal dispatcher-api token create): every request but /openapi.json then "
                        "needs a bearer token or a client certificate, and every command names its sender"))] = None,
-                   tls_cert: Annotated[Path | None, typer.Option(help="PEM certificate: serve HTTPS")] = None,
-                   tls_key: Annotated[Path | None, typer.Option(help="PEM private key of --tls-cert")] = None,
-                   tls_client_ca: Annotated[Path | None, typer.Option(help=(
-                       "PEM CA: a client certificate it signed stands for the identity its common name names"))] = None,
-                   insecure: Annotated[bool, typer.Option(help=(
-                       "Serve without --auth-file on an address others can reach: anyone there may then set caps "
-                       "and cancel any tenant's jobs"))] = False,
+                   tls_cert: TlsCert = None, tls_key: TlsKey = None, tls_client_ca: TlsClientCa = None,
+                   insecure: Insecure = False,
                    rate: Annotated[float, typer.Option(min=0.1, help="Requests a second per identity (429 "
                                                        "past it)")] = 50.0,
                    burst: Annotated[float, typer.Option(min=1, help="Requests an identity may send at once")] = 100.0,
@@ -261,15 +260,9 @@ def dispatcher_api(ctx: typer.Context,
     if ctx.invoked_subcommand is not None:
         return
     from streams.dispatcher import api
-    from streams.dispatcher.auth import Keyring
-    from streams.dispatcher.guard import Rates, check_exposure, server_tls
-    from streams.errors import ConfigError
+    from streams.dispatcher.guard import Rates
 
-    check_exposure(host, auth_file, insecure)
-    if (tls_cert is None) != (tls_key is None) or (tls_client_ca is not None and tls_cert is None):
-        raise ConfigError("--tls-cert and --tls-key go together, and --tls-client-ca needs them")
-    keyring = Keyring(auth_file) if auth_file is not None else None
-    tls = server_tls(tls_cert, tls_key, tls_client_ca) if tls_cert is not None and tls_key is not None else None
+    keyring, tls = secured(host, auth_file, tls_cert, tls_key, tls_client_ca, insecure, "the dispatcher's API")
     settings = settings_from(kafka_bootstrap=bootstrap, topic_prefix=topic_prefix)
     serve_until_stopped(lambda: api.serve(settings, host, port, web or settings.web, keyring, tls, Rates(rate, burst),
                                           max_body), None)

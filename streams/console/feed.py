@@ -23,8 +23,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from streams import kafka
 from streams.settings import Settings
 from streams.topics import ACTUATIONS, catalogue
@@ -133,7 +131,7 @@ class Feed:
 
     def _read(self, topic: str, message: Any) -> None:
         key = message.key.decode("utf-8", "replace") if message.key else ""
-        value = _json(message.value)
+        value = kafka.object_of(message.value)
         if topic in self._dlqs:
             if value is None:
                 return
@@ -198,13 +196,3 @@ class Feed:
                 callback(update)
             except Exception:  # a page that went away: the others still hear
                 log.exception("a console subscriber failed")
-
-
-def _json(raw: bytes | None) -> dict[str, Any] | None:
-    if not raw:
-        return None
-    try:
-        value = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-    return value if isinstance(value, dict) else None

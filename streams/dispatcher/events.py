@@ -94,7 +94,7 @@ async def follow(settings: Settings, namespace: str, worker: str, after: Cursor 
             for tp in (s, o):  # a start before its outcomes
                 for message in batch.get(tp, ()):
                     position[tp.topic] = message.offset + 1
-                    value = _value(message.value)
+                    value = kafka.object_of(message.value)
                     if value is None or value.get("namespace") != namespace or value.get("worker") != worker:
                         continue
                     kind = value.get("type")
@@ -110,14 +110,6 @@ def kafka_missing(topic: str) -> Exception:
     return TribunalError(f"topic {topic} does not exist (tribunal topics create)")
 
 
-def _value(raw: bytes | None) -> dict[str, Any] | None:
-    if not raw:
-        return None
-    try:
-        value = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def sse(event: Event) -> bytes:
