@@ -220,7 +220,8 @@ class Console:
                                failed=self.feed.view.failed_last_hour(namespace, int(time.time() * 1000)),
                                jobs=rows, page=page, pages=count, shown=len(jobs),
                                held=(found or {}).get("pending", 0) + (found or {}).get("running", 0), error=error,
-                               events=events, admin=self.may_act(request, "cap", namespace))
+                               events=events, admin=self.may_act(request, "cap", namespace),
+                               can_cancel=self.may_act(request, "report", namespace))  # a tenant: its own jobs
         return self.page(request, "namespace", {"counts": "namespace_counts", "jobs": "namespace_jobs",
                                                 "events": "namespace_events"}, context)
 

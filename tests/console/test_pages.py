@@ -63,10 +63,12 @@ def test_what_a_record_says_is_escaped_and_actions_are_offered_only_to_who_may()
     common = {"title": "Namespace ns", "stream": "kind=namespace&key=ns", "who": None, "local": True, "csrf": "c",
               "namespace": "ns", "health": None, "failed": 0, "jobs": [job], "page": 1, "pages": 1, "shown": 1,
               "held": 1, "error": None, "events": []}
-    admin = pages.render("namespace", **common, admin=True)
-    reader = pages.render("namespace", **common, admin=False)
+    admin = pages.render("namespace", **common, admin=True, can_cancel=True)
+    tenant = pages.render("namespace", **common, admin=False, can_cancel=True)
+    reader = pages.render("namespace", **common, admin=False, can_cancel=False)
     assert "<script>alert(1)</script>" not in admin and "&lt;script&gt;" in admin
     assert admin.count("<form") == 3 and 'name="csrf" value="c"' in admin
+    assert tenant.count("<form") == 1 and "/jobs/u1/cancel" in tenant  # its own jobs' cancel, no cap
     assert "<form" not in reader and "ops" in reader
 
 
