@@ -55,7 +55,7 @@ from machine import describe, local_stack  # type: ignore[import-not-found]
 
 from streams.clients import envelope
 from streams.infra.topology import free_ports
-from streams.worker.routing import partition_for
+from streams.kafka import partition_for
 
 TRIBUNAL = str(Path(sys.executable).with_name("tribunal"))
 POOLS = 20

@@ -14,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from streams import kafka
 from streams.audit.explain import replayed
 from streams.audit.kafka_log import KafkaLog
 from streams.core.dispatch import DISPATCH_COMMANDS, JOB_OUTCOMES, TICKS, DispatchState
@@ -53,7 +54,7 @@ def job_history(log: KafkaLog, settings: Settings, uuid: str, namespace: str | N
     caps_set_by: dict[str | None, str | None] = {}  # who set the namespace's cap (None) and each worker's
     for record, _, before, after, rows in replayed(log, settings, only=(DISPATCH.name, namespace)):
         where = _where(record, after.now)
-        command = _command(record) if record.topic == commands else None
+        command = kafka.object_of(record.value) if record.topic == commands else None
         principal = command.get("principal") if command else None
         if command is not None and command.get("type") in ("MaxThreadsSet", "WorkerMaxSet"):
             caps_set_by[command.get("worker")] = principal
@@ -109,15 +110,6 @@ class _History:
             step, state = self.open
             step["place_last"] = dispatch_view.place(state, self.uuid)
             self.open = None
-
-
-def _command(record: SourceRecord) -> dict[str, Any] | None:
-    """A dispatcher command's JSON (None if it is none: the dead letter says why)."""
-    try:
-        value = orjson.loads(record.value or b"null")
-    except orjson.JSONDecodeError:
-        return None
-    return value if isinstance(value, dict) else None
 
 
 def _refused(dead: dict[str, Any], uuid: str) -> dict[str, Any] | None:

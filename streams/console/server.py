@@ -31,6 +31,7 @@ from schemas import dispatch as records
 from streams.clients import worker_page
 from streams.console import pages
 from streams.console.feed import Feed, Update
+from streams.dispatcher.api import owned_or_not_found
 from streams.dispatcher.auth import Identity, Keyring, Verb, may
 from streams.dispatcher.guard import Unauthenticated, identify
 from streams.errors import NotFound, TribunalError
@@ -314,19 +315,9 @@ class Console:
         namespace, uuid = request.match_info["namespace"], request.match_info["uuid"]
         await self._form(request)
         principal = self.allow(request, "report", namespace)
-        identity: Identity | None = request.get("identity")
-        if identity is not None and identity.role == "tenant":  # as the API: its own worker's jobs only
-            found, _ = await self.state_item(namespace, uuid)
-            if found is None or found.get("worker") != identity.worker:
-                raise web.HTTPNotFound(text=f"no pending or running job {uuid!r} of worker {identity.worker!r}")
+        await owned_or_not_found(self.worker_web, request.get("identity"), namespace, uuid)  # as the API
         return await self._written(request, records.JobCancelled(namespace=namespace, uuid=uuid, principal=principal),
                                    f"cancel of job {uuid} written")
-
-    async def state_item(self, namespace: str, uuid: str) -> tuple[dict[str, Any] | None, str | None]:
-        try:
-            return await asyncio.to_thread(worker_page, self.worker_web, "dispatch", namespace, uuid), None
-        except NotFound:
-            return None, None
 
     async def redrive(self, request: web.Request) -> web.Response:
         from streams import dlq

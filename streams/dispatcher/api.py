@@ -156,6 +156,19 @@ def _allow(request: web.Request, verb: Verb, worker: str | None = None) -> str |
     return identity.name
 
 
+async def owned_or_not_found(worker_web: str, identity: Identity | None, namespace: str, uuid: str) -> None:
+    """A tenant's request on a job must name a job of its own worker; one that does not is not found (404), as a
+    job that is not held is: a tenant learns nothing of other workers' jobs. Anyone else passes."""
+    if identity is None or identity.role != "tenant":
+        return
+    try:
+        found = await asyncio.to_thread(worker_page, worker_web, "dispatch", namespace, uuid)
+    except NotFound:
+        found = {}
+    if found.get("worker") != identity.worker:
+        raise NotFound(f"no pending or running job {uuid!r} of worker {identity.worker!r} in namespace {namespace!r}")
+
+
 class Api:
     def __init__(self, client: DispatcherClient, worker_web: str, settings: Settings) -> None:
         self.client, self.worker_web, self.settings = client, worker_web, settings
@@ -186,19 +199,10 @@ class Api:
         return found
 
     async def _own_job(self, request: web.Request, verb: Verb) -> str | None:
-        """`_allow` for a request on one job: a tenant's must be of its own worker, and one that is not is not
-        found (404), as a job that is not held is: a tenant learns nothing of other workers' jobs."""
+        """`_allow` for a request on one job, and for a tenant `owned_or_not_found`."""
         principal = _allow(request, verb)
-        identity: Identity | None = request.get("identity")
-        if identity is not None and identity.role == "tenant":
-            namespace, uuid = request.match_info["namespace"], request.match_info["uuid"]
-            try:
-                worker = (await self._job(namespace, uuid)).get("worker")
-            except NotFound:
-                worker = None
-            if worker != identity.worker:
-                raise NotFound(f"no pending or running job {uuid!r} of worker {identity.worker!r} in namespace "
-                               f"{namespace!r}")
+        await owned_or_not_found(self.worker_web, request.get("identity"), request.match_info["namespace"],
+                                 request.match_info["uuid"])
         return principal
 
     async def max_threads(self, request: web.Request) -> web.Response:

@@ -20,6 +20,7 @@ import orjson
 
 from streams import kafka
 from streams.core.dispatch import JOB_OUTCOMES, JOB_STARTS
+from streams.errors import TribunalError
 from streams.settings import Settings
 
 CURSOR = re.compile(r"(\d{1,6}):(\d{1,19}):(\d{1,6}):(\d{1,19})")
@@ -69,7 +70,7 @@ async def follow(settings: Settings, namespace: str, worker: str, after: Cursor 
                                          (outcomes, after and after.outcomes_partition, after and after.outcomes)):
             count = len(consumer.partitions_for_topic(topic) or ())
             if count == 0:
-                raise kafka_missing(topic)
+                raise TribunalError(f"topic {topic} does not exist (tribunal topics create)")
             home = kafka.partition_for(namespace, count)
             if partition is not None and partition != home:
                 raise BadCursor(f"the cursor names partition {partition} of {topic}; namespace {namespace!r} is on "
@@ -102,14 +103,6 @@ async def follow(settings: Settings, namespace: str, worker: str, after: Cursor 
                         yield Event(str(kind), cursor(), value)
     finally:
         await consumer.stop()
-
-
-def kafka_missing(topic: str) -> Exception:
-    from streams.errors import TribunalError
-
-    return TribunalError(f"topic {topic} does not exist (tribunal topics create)")
-
-
 
 
 def sse(event: Event) -> bytes:

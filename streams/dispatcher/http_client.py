@@ -50,8 +50,9 @@ class HttpDispatcherClient:
         self.url, self.namespace, self.worker, self.tls = url.rstrip("/"), namespace, worker, tls
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.cursor_file = cursor_file
-        self.cursor: str | None = cursor_file.read_text().strip() or None if cursor_file and cursor_file.exists() \
-            else None
+        self.cursor: str | None = None  # the id of the last event handled: where a reconnect resumes
+        if cursor_file is not None and cursor_file.exists():
+            self.cursor = cursor_file.read_text().strip() or None
         self._on_start: Listener | None = None
         self._on_fail: Listener | None = None
         self._session: Any = None

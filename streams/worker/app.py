@@ -36,6 +36,7 @@ from faust.web import Request, Response, View
 
 from streams import kafka
 from streams.core import folds
+from streams.kafka import partition_for
 from streams.pool_sizes import RECORD_LIMIT
 from streams.settings import Settings
 from streams.worker import faust_private, metrics
@@ -43,7 +44,6 @@ from streams.worker.agent import add_fold_agent
 from streams.worker.checkpoint import Checkpoint
 from streams.worker.continuity import Continuity
 from streams.worker.keeper import Keeper
-from streams.worker.routing import partition_for
 from streams.worker.unit import Progress
 from streams.worker.watchdog import Watchdog, restart_if_fenced
 
@@ -256,7 +256,7 @@ async def _at_owner(app: faust.App, keeper: Keeper[Any], key: str, partitions: i
 
     Not Faust's `table_route`: it finds a key's partition by hashing the key as the table
     serializes it (JSON, quoted), while tribunal places a key by the bytes producers send
-    (`routing.partition_for`); with more than one worker it asked the wrong one."""
+    (`kafka.partition_for`); with more than one worker it asked the wrong one."""
     owner = faust_private.owner_of(app, keeper.tables[0], partition_for(key, partitions))
     if owner is None or app.rebalancing:  # a recovering partition's state would look absent
         return web.json({"key": key, "error": "the group is rebalancing; ask again"}, status=503)

@@ -50,12 +50,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from streams.core.outputs import Emit, topic_of
+from streams.kafka import partition_for
 from streams.settings import Settings
 from streams.worker import faust_private
 from streams.worker.continuity import Continuity
 from streams.worker.keeper import Keeper
 from streams.worker.metrics import Tally
-from streams.worker.routing import Send, partition_for
+from streams.worker.routing import Send
 from streams.worker.surface import App, Event
 from streams.worker.watchdog import restart_if_fenced, restart_in_place
 

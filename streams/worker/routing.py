@@ -25,7 +25,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from streams.core.source import SourceRecord
-from streams.kafka import partition_for as partition_for  # where the worker looks it up
 
 ORIGIN = "tribunal.origin"
 ORIGINAL_KEY = "tribunal.key"

@@ -24,6 +24,7 @@ from typing import Any
 
 from streams.core.deadletter import Rejected
 from streams.core.source import SourceRecord, record_key
+from streams.kafka import partition_for
 from streams.logs import about
 from streams.worker import routing
 from streams.worker.checkpoint import Checkpoint
@@ -86,7 +87,7 @@ class Unit:
                 return
         logical = self.names.get(record.topic, record.topic)
         key = fold.key_of(record, logical)
-        home = routing.partition_for(key, self.partitions)
+        home = partition_for(key, self.partitions)
         if m.topic != self.repartition and home != m.partition:
             checkpoint.add(event, sends=[routing.forward(record, key, self.repartition, home)])
             self.progress.count(record, forwarded=True)

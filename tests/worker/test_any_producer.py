@@ -22,7 +22,7 @@ import pytest
 
 from streams.clients import envelope, read_log
 from streams.core.folds import FOLDS
-from streams.worker.routing import partition_for
+from streams.kafka import partition_for
 from tests.core.pools.builders import seed_policy
 from tests.helpers import Worker, agreed, produce_all, read_committed, running, tribunal
 

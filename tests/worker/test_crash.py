@@ -17,8 +17,8 @@ import pytest
 
 from streams.audit.whatif import substance
 from streams.clients import envelope
+from streams.kafka import partition_for
 from streams.lines import export_row, records_of
-from streams.worker.routing import partition_for
 from tests.checks import decision_violations
 from tests.core.pools.builders import app
 from tests.helpers import Worker, agreed, produce_all, produce_while_killing, read_committed, tribunal

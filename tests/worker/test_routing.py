@@ -8,7 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from streams.core.source import SourceRecord
-from streams.worker.routing import ORIGIN, NotForwarded, forward, original, partition_for
+from streams.kafka import partition_for
+from streams.worker.routing import ORIGIN, NotForwarded, forward, original
 
 
 @given(st.text(min_size=1), st.integers(1, 64))

@@ -79,7 +79,7 @@ class Job(Frozen):
         return tuple(self.fields())
 
     def _asdict(self) -> dict[str, Any]:
-        return dict(zip(JOB_FIELDS, [*self.fields()[:13], self.assigned_by], strict=True))
+        return {name: getattr(self, name) for name in JOB_FIELDS}
 
 
 def bucket_of(uuid: str) -> str:
