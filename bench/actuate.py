@@ -9,7 +9,7 @@ visible (the goal: p99 <= 100 ms). Decisions that arrive while a change is being
 one: the next change brings the newest (counted as superseded). Targets: `process` (`sleep` copies: 4 started
 or stopped a change) and `exec` (`true`, once per app changed).
 
-Restart: `tribunal actuate --target process` (a process of its own) SIGKILLed, a decision made while it is
+Restart: `tribunal pools actuate --target process` (a process of its own) SIGKILLed, a decision made while it is
 down, then started again: from the new process's start to the copies matching the decision. Without the
 election, and with it (a SIGKILLed actuator holds the election until its ZooKeeper session expires: set by
 --session-timeout).
@@ -163,7 +163,8 @@ def copies(state: Path, pool: str, app: str) -> int:
 
 async def restarts(settings: Settings, env: dict[str, str], pool: str, state: Path, times: int,
                    election: bool, session_timeout: float) -> list[float]:
-    argv = [TRIBUNAL, "actuate", "--pool", pool, "--target", "process", "--command", "sleep 600", "--state-dir",
+    argv = [TRIBUNAL, "pools", "actuate", "--pool", pool, "--target", "process", "--command", "sleep 600",
+            "--state-dir",
             str(state), "--interval", "0.2", "--grace", "1", "--session-timeout", str(session_timeout),
             "--root", f"/bench-{os.getpid()}", *(() if election else ("--no-election",))]
     log = open(state / f"actuate-{election}.log", "ab")  # noqa: SIM115 - the children write it

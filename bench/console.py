@@ -124,14 +124,14 @@ def main() -> None:
             until(lambda: answers(f"http://127.0.0.1:{web}/metrics"))
             path = Path(tmp) / "policy.json"
             path.write_text(json.dumps(policy(args.apps, "changes")))
-            subprocess.run([TRIBUNAL, "policy", "apply", str(path), "--pool", "big"], env=env, check=True,
+            subprocess.run([TRIBUNAL, "pools", "policy", "apply", str(path), "--pool", "big"], env=env, check=True,
                            capture_output=True)
             asyncio.run(assign(settings, args.jobs))
-            subprocess.run([TRIBUNAL, "shard-tasks", "--job-set", "big", str(args.tasks)], env=env, check=True,
+            subprocess.run([TRIBUNAL, "shards", "tasks", "--job-set", "big", str(args.tasks)], env=env, check=True,
                            capture_output=True)
             for i in range(2):
                 processes.append(subprocess.Popen(
-                    [TRIBUNAL, "shard-node", "--job-set", "big", "--id", f"n{i}", "--address", f"10.0.0.{i}:9000",
+                    [TRIBUNAL, "shards", "node", "--job-set", "big", "--id", f"n{i}", "--address", f"10.0.0.{i}:9000",
                      "--period", "3600", "--shard-root", "/console-bench"], env=env, stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL))
             processes.append(subprocess.Popen([TRIBUNAL, "console", "--port", str(port)], env=env,
@@ -189,7 +189,8 @@ def live_rows(settings: Settings, env: dict[str, str], console: str, rounds: int
     lines = []
 
     async def metric(i: int) -> None:
-        await asyncio.to_thread(subprocess.run, [TRIBUNAL, "metric", f"app{i:04d}", "95", "--pool", "big"], env=env,
+        await asyncio.to_thread(subprocess.run, [TRIBUNAL, "pools", "metric", f"app{i:04d}", "95", "--pool", "big"],
+                                env=env,
                                 check=True, capture_output=True)
 
     async def one_job(i: int) -> None:
@@ -197,7 +198,7 @@ def live_rows(settings: Settings, env: dict[str, str], console: str, rounds: int
             await client.assign_job(JobAssign("w1").start(int(time.time() * 1000) + 86_400_000).job(f"live-{i}"))
 
     async def more_tasks(i: int) -> None:
-        await asyncio.to_thread(subprocess.run, [TRIBUNAL, "shard-tasks", "--job-set", "big", str(tasks + i + 1)],
+        await asyncio.to_thread(subprocess.run, [TRIBUNAL, "shards", "tasks", "--job-set", "big", str(tasks + i + 1)],
                                 env=env, check=True, capture_output=True)
 
     cases = [("pool", "pool", "/pools/big", metric, "scaling-decisions", '"pool":"big"'),

@@ -1,6 +1,6 @@
 """End-to-end dispatches through Kafka with exactly-once: assign -> JobStarted visible -> finish.
 
-A fresh local stack (free ports), a `tribunal worker` and a `tribunal ticker` (100 ms) per phase,
+A fresh local stack (free ports), a `tribunal worker` and a `tribunal dispatch ticker` (100 ms) per phase,
 each on topics of its own; this process is the tenants: it follows `job-starts` (read_committed)
 and finishes every job the moment its start is visible, so a slot frees and the next job starts.
   throughput  a backlog of --jobs startable jobs (assigns of 1,000), the namespace cap --cap; the
@@ -99,7 +99,7 @@ async def phase(bootstrap: str, zk: str, home: Path, name: str, setup: list[dict
     worker = start_worker(env)
     namespaces = sorted({v["namespace"] for v in setup})  # ticked from the start: the setup gives them no work
     with Path(home / f"{name}-ticker.log").open("wb") as log:
-        ticker = subprocess.Popen([TRIBUNAL, "ticker", "--root", f"/{name}", "--interval-ms", "100",
+        ticker = subprocess.Popen([TRIBUNAL, "dispatch", "ticker", "--root", f"/{name}", "--interval-ms", "100",
                                    *(f"--namespace={ns}" for ns in namespaces)], env=env,
                                   stdout=log, stderr=subprocess.STDOUT)
     tenants = Tenants(bootstrap, f"{name}.")

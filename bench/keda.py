@@ -1,7 +1,8 @@
-"""KEDA's `GetMetrics` answered by `tribunal keda-scaler`, beside a bare grpcio server of the same proto (issue 37).
+"""KEDA's `GetMetrics` answered by `tribunal pools keda-scaler`, beside a bare grpcio server of the same proto (issue
+37).
 
 A fresh local stack; `pool-instances` holds 1,000 apps across 100 pools (written as the worker writes them);
-`tribunal keda-scaler` serves them. A client process (grpcio, as KEDA would call: one channel, a request at a
+`tribunal pools keda-scaler` serves them. A client process (grpcio, as KEDA would call: one channel, a request at a
 time) asks `GetMetrics` for random apps; beside it, the same client against a bare grpc.aio server that answers a
 constant from the same generated stubs: gRPC's own cost on this machine, the floor. Goal: p99 <= 5 ms.
 Run: `.venv/bin/python bench/keda.py`.
@@ -117,11 +118,11 @@ def main() -> None:
 
         asyncio.run(fill())
         ours, floor = free_ports(2)
-        scaler = started([TRIBUNAL, "keda-scaler", "--port", str(ours)], env, "listening")
+        scaler = started([TRIBUNAL, "pools", "keda-scaler", "--port", str(ours)], env, "listening")
         peer = started([sys.executable, __file__, "--bare-server", str(floor)], env, "listening")
         try:
             for round_ in (1, 2):  # alternated, twice: the machine is shared
-                for name, port in (("bare grpc.aio server", floor), ("tribunal keda-scaler", ours)):
+                for name, port in (("bare grpc.aio server", floor), ("tribunal pools keda-scaler", ours)):
                     print(f"  round {round_} {name:22s} GetMetrics {percentiles(ask(port, args.calls, round_))}",
                           flush=True)
         finally:

@@ -1,7 +1,7 @@
 """Time from a scheduler's death (SIGKILL) to all of its jobs owned by live schedulers again.
 
-A fresh local stack (free ports), `tribunal worker`, `tribunal zk-bridge` and three
-`tribunal scheduler` processes with --session-timeout seconds of ZooKeeper session; --jobs jobs.
+A fresh local stack (free ports), `tribunal worker`, `tribunal groups bridge` and three
+`tribunal groups scheduler` processes with --session-timeout seconds of ZooKeeper session; --jobs jobs.
 Each round kills the scheduler holding the most jobs and times, by polling ZooKeeper every 20 ms:
   expiry    kill -> its registration node is gone (ZooKeeper noticed: the session timeout);
   re-owned  kill -> every job has an owner node again, none of them the dead scheduler's;
@@ -71,7 +71,7 @@ def main() -> None:
                 procs[name] = subprocess.Popen([TRIBUNAL, *argv], env=env, stdout=log, stderr=subprocess.STDOUT)
 
         def scheduler(sid: str) -> None:
-            start(sid, "scheduler", "--group", "g", "--id", sid, "--root", ROOT, "--session-timeout", timeout,
+            start(sid, "groups", "scheduler", "--group", "g", "--id", sid, "--root", ROOT, "--session-timeout", timeout,
                   "--alarm-threshold", str(args.jobs))
 
         zk = KazooClient(hosts=cluster.topology.zookeeper_hosts)
@@ -80,7 +80,8 @@ def main() -> None:
         try:
             subprocess.run([TRIBUNAL, "topics", "create"], env=env, check=True, capture_output=True)
             start("worker", "worker")
-            start("bridge", "zk-bridge", "--root", ROOT, "--snapshot-interval", "5", "--session-timeout", timeout)
+            start("bridge", "groups", "bridge", "--root", ROOT, "--snapshot-interval", "5", "--session-timeout",
+                  timeout)
             for sid in "ABC":
                 scheduler(sid)
             for j in range(args.jobs):

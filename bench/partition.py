@@ -1,7 +1,7 @@
 """Shard nodes cut off by a real partition, and frozen (issue 47): how soon a node's task processes stop, how soon
 its session expires on the server, how soon another node runs its tasks.
 
-The harness of `tests/shards/test_partitions_live.py`: a bridge of its own, three `tribunal shard-node --command`
+The harness of `tests/shards/test_partitions_live.py`: a bridge of its own, three `tribunal shards node --command`
 processes each in a network namespace (runs that would last 30 s, each with a child of its own), the stack on
 the bridge's address, the worker on the host. Each round takes a node other than the leader, cuts its link (or,
 `--freeze`, SIGSTOPs it), and measures from that moment: its last task process gone (/proc every 10 ms), its live
@@ -84,7 +84,7 @@ def main() -> None:
             job_set = PartitionedJobSet(env, home, stack.zookeeper, "/bench")
             job_set.spaces = {node: network.namespace() for node in NODES}
             try:
-                tribunal("shard-tasks", "--job-set", "js", str(TASKS), env=env)
+                tribunal("shards", "tasks", "--job-set", "js", str(TASKS), env=env)
                 for node in NODES:
                     job_set.start(node)
                 job_set.settled(set(NODES), timeout=120)

@@ -1,7 +1,7 @@
 """The largest decider pool tribunal takes, and its records' real sizes against the bounds it is refused by (issue 49).
 
 For a pool of apps like the benches' (names `app0000`, five ranges each, priorities 1-10), it finds the most apps a
-policy may have before `tribunal policy apply` refuses it (`streams.pool_sizes`: its policy record, state entry or
+policy may have before `tribunal pools policy apply` refuses it (`streams.pool_sizes`: its policy record, state entry or
 a decision could pass the 1 MiB a record may take), then folds that pool through the core under a load of
 random reports in both forms of decision and prints the largest record of each kind it really wrote beside its
 bound. Run: `.venv/bin/python bench/pool_sizes.py [--records 3000]`.
@@ -49,7 +49,7 @@ def largest_accepted() -> int:
 
 def real_sizes(apps: int, records: int, form: str) -> dict[str, int]:
     """The largest of each record the core wrote for the pool under `records` random reports."""
-    raw = orjson.dumps(published(DeciderPolicy.model_validate(policy(apps, form))))  # as `policy apply` writes it
+    raw = orjson.dumps(published(DeciderPolicy.model_validate(policy(apps, form))))  # as `pools policy apply` writes it
     state, outputs = pools.apply(pools.PoolState(), SourceRecord(pools.POLICIES, 0, 0, 0, b"p", raw), pools.POLICIES)
     sizes = {"policy record": len(raw), "policies entry": len(orjson.dumps(dump_policies(state))), "pool state": 0,
              "decision": 0}

@@ -1,4 +1,4 @@
-"""`tribunal replay` over a generated log of a million records: records per second, one process.
+"""`tribunal audit replay` over a generated log of a million records: records per second, one process.
 
 The log holds a decider policy for each of 20 pools (10 apps each), then metric envelopes for
 random apps and pools, with 1% malformed records (they go to the DLQ lines). It is written once
@@ -72,7 +72,7 @@ def main() -> None:
         generate(args.log, args.records)
     out = args.log.with_suffix(".out.jsonl")
     started = time.perf_counter()
-    proc = subprocess.run([TRIBUNAL, "replay", "--input", str(args.log), "--output", str(out),
+    proc = subprocess.run([TRIBUNAL, "audit", "replay", "--input", str(args.log), "--output", str(out),
                            "--jobs", str(args.jobs)],
                           capture_output=True, text=True, check=True)
     elapsed = time.perf_counter() - started
@@ -80,7 +80,7 @@ def main() -> None:
     print(proc.stderr.strip())
     sizes = f"input {args.log.stat().st_size / 1e6:.0f} MB, output {out.stat().st_size / 1e6:.0f} MB"
     rate = args.records / elapsed
-    print(f"tribunal replay: {args.records:,} records in {elapsed:.1f}s wall = {rate:,.0f} records/s "
+    print(f"tribunal audit replay: {args.records:,} records in {elapsed:.1f}s wall = {rate:,.0f} records/s "
           f"({sizes}, --jobs {args.jobs})")
     alone, measured = folds_alone(args.log, ALONE)
     jobs = args.jobs or os.cpu_count() or 1
@@ -108,7 +108,7 @@ def folds_alone(log: Path, most: int) -> tuple[float, int]:
     with log.open("rb") as lines:
         records = list(records_of(islice(lines, most)))
     replayer = Replayer()
-    fewer_collections()  # as `tribunal replay` runs
+    fewer_collections()  # as `tribunal audit replay` runs
     started = time.perf_counter()
     for at in range(0, len(records), 5_000):  # lines dropped per chunk, as the replay hands them on
         heads: list[bytes] = []

@@ -1,4 +1,4 @@
-"""`tribunal replay --from-kafka` over a million records on a local broker: records per second.
+"""`tribunal audit replay --from-kafka` over a million records on a local broker: records per second.
 
 The same generated log as bench/replay_file.py (20 pools, 10 apps, 1% malformed) is produced to
 `policies` and `plugin_decider` (4 partitions) on a fresh local stack. Then, timed apart:
@@ -76,7 +76,7 @@ def main() -> None:
         out = home / "out.jsonl"
         env = {**os.environ, "KAFKA_BOOTSTRAP": bootstrap}
         started = time.perf_counter()
-        proc = subprocess.run([TRIBUNAL, "replay", "--from-kafka", "--output", str(out)], env=env,
+        proc = subprocess.run([TRIBUNAL, "audit", "replay", "--from-kafka", "--output", str(out)], env=env,
                               capture_output=True, text=True, check=True)
         replayed = time.perf_counter() - started
     print(describe())

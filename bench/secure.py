@@ -1,7 +1,7 @@
 """What SASL_SSL costs the worker: the exactly-once backlog phase of bench/e2e.py on a plaintext stack and on the
 secured one (`tribunal infra up --secure`: SASL_SSL, SCRAM-SHA-512, ACLs), one after the other (issue 15).
 
-On the secured stack the worker runs as its principal with the grants of `tribunal acl apply`; the bench's own
+On the secured stack the worker runs as its principal with the grants of `tribunal infra acl apply`; the bench's own
 producer and reader sign in as the stack's administrator.
 Run: `.venv/bin/python bench/secure.py [--records 20000]`.
 """
@@ -36,7 +36,7 @@ def secured_phase(records: int) -> float:
             name = "bench0"
             admin = {**os.environ, **credentials.env("admin"), "KAFKA_BOOTSTRAP": bootstrap,
                      "TRIBUNAL_TOPIC_PREFIX": f"{name}.", "TRIBUNAL_APP_ID": name}
-            subprocess.run([e2e.TRIBUNAL, "acl", "apply"], env=admin, check=True, capture_output=True)
+            subprocess.run([e2e.TRIBUNAL, "infra", "acl", "apply"], env=admin, check=True, capture_output=True)
             os.environ.update(credentials.env("worker"))  # what worker_env passes on to `topics create` and the worker
             try:
                 result = asyncio.run(e2e.run_phase(bootstrap, e2e.Phase("backlog, SASL_SSL", records), 0,

@@ -1,6 +1,6 @@
 """Shard plans: how long a reshard takes live, what a plan costs to compute, and what a join moves.
 
-1. Reshard latency (a fresh local stack, `tribunal worker`, three `tribunal shard-node` processes):
+1. Reshard latency (a fresh local stack, `tribunal worker`, three `tribunal shards node` processes):
    20 changes of the live set, alternately a fourth node joining (started) and leaving. A join is
    timed from its `/live` entry appearing to the pause lifted with the plan that has it (published,
    acknowledged by every node, released, `/shard` removed); a loss is a SIGKILL, timed from its
@@ -76,7 +76,7 @@ class Watch:
 
 def node(env: dict[str, str], name: str, root: str, home: Path, grace: float) -> subprocess.Popen[bytes]:
     with (home / f"{name}.log").open("ab") as log:
-        return subprocess.Popen([TRIBUNAL, "shard-node", "--job-set", "js", "--id", name, "--address",
+        return subprocess.Popen([TRIBUNAL, "shards", "node", "--job-set", "js", "--id", name, "--address",
                                  f"10.0.0.{name[1:]}:9000", "--period", "1", "--duration", "0.2", "--grace",
                                  str(grace), "--session-timeout", str(SESSION), "--shard-root", root,
                                  "--snapshot-interval", "10"], env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -90,7 +90,8 @@ def reshards(cluster: Any, changes: int, grace: float) -> dict[str, list[float]]
     root = "/bench/.shards"
     procs = []
     try:
-        subprocess.run([TRIBUNAL, "shard-tasks", "--job-set", "js", "3000"], env=env, check=True, capture_output=True)
+        subprocess.run([TRIBUNAL, "shards", "tasks", "--job-set", "js", "3000"], env=env, check=True,
+                       capture_output=True)
         watch = Watch(cluster.topology.zookeeper_hosts, f"{root}/js")
         procs = [node(env, f"n{i}", root, home, grace) for i in (1, 2, 3)]
         watch.settled({"n1", "n2", "n3"}, timeout=180)

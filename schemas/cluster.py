@@ -26,7 +26,7 @@ class InstancesObserved(Record):
 
 
 class PoolTick(Record):
-    """The time, for a pool whose policy measures time (stale reports, windows, cool-downs): `tribunal ticker
+    """The time, for a pool whose policy measures time (stale reports, windows, cool-downs): `tribunal dispatch ticker
     --pool` writes one every interval, so an app that stops reporting goes stale even in a silent pool. The pool's
     clock takes the record's timestamp (the broker's), as for every record; `now` is what the ticker read."""
 

@@ -113,7 +113,7 @@ class PoolInstances(Record):
 
 
 class Actuation(Record):
-    """A pass of `tribunal actuate` that did something (applied, failed, found drift, reported to the decider),
+    """A pass of `tribunal pools actuate` that did something (applied, failed, found drift, reported to the decider),
     on `actuations` (key = pool): the audit trail of what ran, beside what was decided."""
 
     type: Literal["Actuation"] = "Actuation"

@@ -1,4 +1,4 @@
-"""The dispatcher's REST API (`tribunal dispatcher-api`): request and response bodies, and its OpenAPI document.
+"""The dispatcher's REST API (`tribunal dispatch api`): request and response bodies, and its OpenAPI document.
 
 The paths name the namespace (and the worker or job); the bodies carry the rest of each command
 of `schemas.dispatch`. A write answers 202 with where its record was written (the outputs' `cause`
@@ -155,7 +155,7 @@ def openapi() -> dict[str, Any]:
         },
         "components": {"schemas": schemas["$defs"],
                        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "description": (
-                           "a token of `tribunal dispatcher-api token create` (or a client certificate whose "
+                           "a token of `tribunal dispatch api token create` (or a client certificate whose "
                            "common name names an identity, where the API asks for one)")}}},
         "security": [{"bearer": []}],
     }

@@ -190,7 +190,8 @@ class Alert(Record):
 
 
 class SchedulerAlert(Record):
-    """What a scheduler client says of itself (`tribunal scheduler`): it holds more jobs than its alarm threshold.
+    """What a scheduler client says of itself (`tribunal groups scheduler`): it holds more jobs than its alarm
+    threshold.
 
     Written by the client to `scheduler-alerts`, not to the limits fold's `alerts`: every record of a
     fold's output topic is one the fold derived (with its cause and seq), so `replay --verify` can

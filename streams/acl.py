@@ -1,6 +1,6 @@
 """The least each principal needs on a cluster with ACLs, and granting it with Kafka's own ACL command.
 
-Three principals, named by the operator (`tribunal acl apply --worker ... --producer ... --auditor ...`):
+Three principals, named by the operator (`tribunal infra acl apply --worker ... --producer ... --auditor ...`):
 
 * the worker (and tribunal's other daemons, which run as it: the ZooKeeper bridge, the ticker,
   schedulers): reads and writes tribunal's topics (the bridge and the ticker produce inputs, the
@@ -83,8 +83,8 @@ def java_client_properties(settings: Settings) -> dict[str, str]:
         props |= {"sasl.mechanism": settings.sasl_mechanism,
                   "sasl.jaas.config": f'{module} required username="{user}" password="{password}";'}
     elif settings.ssl_certfile is not None:
-        raise ConfigError("tribunal acl apply signs in with SASL only; with a client certificate, run the commands "
-                          "`--print` shows")
+        raise ConfigError("tribunal infra acl apply signs in with SASL only; with a client certificate, run the "
+                          "commands `--print` shows")
     if settings.security_protocol in ("SSL", "SASL_SSL") and settings.ssl_cafile is not None:
         props |= {"ssl.truststore.type": "PEM", "ssl.truststore.location": str(settings.ssl_cafile)}
     return props

@@ -21,18 +21,18 @@ POOL, GROUP, NAMESPACE, JOB_SET = "the pool id", "the scheduler group id", "the 
 
 # Components, as the operation ids and summaries name them.
 WORKER = "worker"  # tribunal worker
-BUSINESS = "services"  # business services reporting load and capacity (or `tribunal metric`)
-OPERATOR = "operator"  # `tribunal policy apply`
-BRIDGE = "zk-bridge"  # tribunal zk-bridge: what ZooKeeper's watches report
-SCHEDULER = "scheduler"  # tribunal scheduler
-TICKER = "ticker"  # tribunal ticker
-DISPATCH_CLIENT = "dispatch-client"  # tribunal dispatcher-api, executor and jobs commands
-SHARD_NODE = "shard-node"  # tribunal shard-node (its elected leader writes shard-events)
-AUDIT = "audit"  # tribunal replay, explain, export, report, tail
-REDRIVE = "dlq-redrive"  # tribunal dlq redrive
+BUSINESS = "services"  # business services reporting load and capacity (or `tribunal pools metric`)
+OPERATOR = "operator"  # `tribunal pools policy apply`
+BRIDGE = "zk-bridge"  # tribunal groups bridge: what ZooKeeper's watches report
+SCHEDULER = "scheduler"  # tribunal groups scheduler
+TICKER = "ticker"  # tribunal dispatch ticker
+DISPATCH_CLIENT = "dispatch-client"  # tribunal dispatch api, executor and jobs commands
+SHARD_NODE = "shard-node"  # tribunal shards node (its elected leader writes shard-events)
+AUDIT = "audit"  # tribunal audit replay, explain, export, report, tail
+REDRIVE = "dlq-redrive"  # tribunal topics redrive
 DOWNSTREAM = "downstream"  # whatever acts on decisions
-ACTUATOR = "actuator"  # tribunal actuate, and the DeciderClient it is built on
-KEDA = "keda-scaler"  # tribunal keda-scaler
+ACTUATOR = "actuator"  # tribunal pools actuate, and the DeciderClient it is built on
+KEDA = "keda-scaler"  # tribunal pools keda-scaler
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ TOPICS: tuple[Topic, ...] = (
           "Inputs a fold applied that wrote nothing else, each with its position among its key's inputs: how "
           "replay places them exactly where the worker applied them."),
     Topic("dlq-redrives", "dead letter topic:partition:offset", ("RedriveMarker",), (REDRIVE,), (REDRIVE,),
-          "Which dead letters `tribunal dlq redrive` produced again, so none is produced twice.", compacted=True),
+          "Which dead letters `tribunal topics redrive` produced again, so none is produced twice.", compacted=True),
 )
 INLINE: dict[str, dict[str, Any]] = {
     "RedriveMarker": {"type": "object", "required": ["topic", "reason_code"], "additionalProperties": False,
@@ -174,7 +174,8 @@ def document(version: str) -> dict[str, Any]:
             "parameters": {"prefix": {"description": "The deployment's topic prefix (TRIBUNAL_TOPIC_PREFIX), "
                                                      "e.g. 'staging.'; empty by default."}},
             "securitySchemes": {"scram": {"type": "scramSha512",
-                                          "description": "A SCRAM user; `tribunal acl apply` grants it its rights"}},
+                                          "description": "A SCRAM user; `tribunal infra acl apply` grants it "
+                                                         "its rights"}},
         },
     }
 

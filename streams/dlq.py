@@ -2,7 +2,7 @@
 
 A dead letter keeps the record it rejected whole (`original_key_b64`, `original_value_b64`; a
 record too large to carry is not kept, and is skipped here) and where it came from
-(`cause.topic`). `tribunal dlq redrive` produces those bytes again to that
+(`cause.topic`). `tribunal topics redrive` produces those bytes again to that
 topic, keyed as they were (Kafka's default partitioner, murmur2; a keyless record stays keyless
 and the worker routes it), with a `tribunal.redrive-of` header naming the dead letter.
 

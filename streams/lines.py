@@ -1,4 +1,4 @@
-"""The export-line format: one record a JSON line (`tribunal export` writes inputs so, `replay` reads them and
+"""The export-line format: one record a JSON line (`tribunal audit export` writes inputs so, `replay` reads them and
 writes its outputs so; `what-if` and the tests read them).
 
 A line is `{"topic", "partition", "offset", "timestamp", "key", "value"}`: `value` is the record's JSON

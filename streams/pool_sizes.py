@@ -2,7 +2,8 @@
 
 Kafka refuses a record above a size: the worker's producer sends none larger than `RECORD_LIMIT` (its
 `max_request_size`, under the broker's default `message.max.bytes` of 1,048,588). A pool whose policy, state or
-decisions would pass it must be refused where it is applied (`tribunal policy apply`, `DeciderClient.apply_policy`)
+decisions would pass it must be refused where it is applied (`tribunal pools policy apply`,
+                                                             `DeciderClient.apply_policy`)
 with the limit named, never found by a worker that cannot write what it decided.
 
 Each bound is the bytes of a record built at its largest: every app named, every count at the capacity, every

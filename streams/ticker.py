@@ -1,4 +1,4 @@
-"""`tribunal ticker`: the dispatcher's clock, written to the log as `Tick` records.
+"""`tribunal dispatch ticker`: the dispatcher's clock, written to the log as `Tick` records.
 
 The dispatcher's fold never reads a clock (replay must start every job at the same `now`), so a
 ticker writes the time: every `interval` (100 ms by default) one `Tick {namespace, now}` per

@@ -26,8 +26,8 @@ from streams.errors import TribunalError
 from streams.settings import Settings
 
 log = logging.getLogger(__name__)
-REDRIVES = "dlq-redrives"  # which dead letters `tribunal dlq redrive` produced again (streams.dlq)
-ACTUATIONS = "actuations"  # what `tribunal actuate` made of the decisions (schemas.decisions.Actuation)
+REDRIVES = "dlq-redrives"  # which dead letters `tribunal topics redrive` produced again (streams.dlq)
+ACTUATIONS = "actuations"  # what `tribunal pools actuate` made of the decisions (schemas.decisions.Actuation)
 SCHEDULER_ALERTS = "scheduler-alerts"  # what scheduler clients say of themselves (schemas.groups.SchedulerAlert)
 
 

@@ -32,6 +32,7 @@ from tests import netns
 from tests.helpers import Worker, tribunal
 from tests.netns import Network
 
+os.environ["TRIBUNAL_OLD_NAMES"] = "error"  # every command a test runs is spelt as today (streams/cli/renamed.py)
 settings.register_profile("ci", max_examples=150, deadline=None)
 settings.register_profile("dev", max_examples=10, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))

@@ -149,7 +149,7 @@ class Day:
         self.cluster.up()
         env = self.env()
         tribunal("topics", "create", env=env)
-        tribunal("shard-tasks", "--job-set", "js", str(self.scale.tasks), env=env)
+        tribunal("shards", "tasks", "--job-set", "js", str(self.scale.tasks), env=env)
         asyncio.run(produce_all(self.bootstrap, [
             *((self.topic("policies"), f"pool-{i:02d}".encode(), json.dumps(pool_policy(i)).encode())
               for i in range(self.scale.pools)),
@@ -158,9 +158,10 @@ class Day:
                 {"type": "WorkerMaxSet", "namespace": "ns", "worker": "w1", "max": W1_CAP}))]))
         for name in ("worker-1", "worker-2"):
             self.start(name)
-        self.start("ticker", "ticker", "--root", self.root, "--session-timeout", str(SESSION))
+        self.start("ticker", "dispatch", "ticker", "--root", self.root, "--session-timeout", str(SESSION))
         self.proxy = Proxy(self.cluster.topology.zookeeper_hosts)
-        bridge = ("zk-bridge", "--root", self.root, "--snapshot-interval", "2", "--session-timeout", str(SESSION))
+        bridge = ("groups", "bridge", "--root", self.root, "--snapshot-interval", "2", "--session-timeout",
+                  str(SESSION))
         self.start("bridge", *bridge, env={**self.env(), "ZOOKEEPER_HOSTS": self.proxy.address})
         until(lambda: "elected: publishing" in self.services["bridge"].log(), "the first bridge to be elected",
               timeout=120)
@@ -169,7 +170,7 @@ class Day:
             self.scheduler(sid)
         for node in ("n1", "n2", "n3"):
             self.shard_node(node)
-        self.start("executor", "executor", "--namespace", "ns", "--worker", "w1", "--seconds", "0.5",
+        self.start("executor", "dispatch", "executor", "--namespace", "ns", "--worker", "w1", "--seconds", "0.5",
                    "--run-log", str(self.home / "executor.jsonl"))
         for name in ("worker-1", "worker-2"):
             wait_until_ready(self.worker(name), 1, timeout=240)
@@ -194,12 +195,13 @@ class Day:
         return service
 
     def scheduler(self, sid: str) -> Service:
-        return self.start(sid, "scheduler", "--group", "g", "--id", sid, "--root", self.root,
+        return self.start(sid, "groups", "scheduler", "--group", "g", "--id", sid, "--root", self.root,
                           "--run-log", str(self.home / f"runs-{sid}.jsonl"), "--session-timeout", str(SESSION),
                           "--alarm-threshold", "8", "--drain-interval", "0.2")
 
     def shard_node(self, node: str) -> Service:
-        return self.start(node, "shard-node", "--job-set", "js", "--id", node, "--address", f"10.0.0.{node[1:]}:9000",
+        return self.start(node, "shards", "node", "--job-set", "js", "--id", node, "--address",
+                          f"10.0.0.{node[1:]}:9000",
                           "--run-log", str(self.home / f"shard-runs-{node}.jsonl"), "--period", "1",
                           "--duration", "0.3", "--grace", "1", "--snapshot-interval", "3",
                           "--session-timeout", str(SESSION), "--shard-root", self.root)
@@ -383,7 +385,7 @@ class Day:
                                                         self.topic("job-events.dlq")]))
         shards = check(read(self.home.glob("shard-runs-*.jsonl")), s.tasks, self.began, until_t, self.killed)
         report.violations["one shard node per task"] = [f"{a} / {b}" for a, b in shards.overlaps]
-        verified = tribunal("replay", "--from-kafka", "--verify", env=self.env(), check=False, timeout=600)
+        verified = tribunal("audit", "replay", "--from-kafka", "--verify", env=self.env(), check=False, timeout=600)
         agreed = verified.returncode == 0 and "agree" in verified.stdout
         report.violations["replay --verify"] = [] if agreed else [(verified.stdout + verified.stderr)[-2000:]]
         dead = _read_until(self.bootstrap, self.topic(dispatch.DISPATCH_COMMANDS) + ".dlq", lambda got: True)

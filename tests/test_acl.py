@@ -1,4 +1,4 @@
-"""The grants `tribunal acl apply` makes: the least each principal needs, and nothing that lets a producer set a
+"""The grants `tribunal infra acl apply` makes: the least each principal needs, and nothing that lets a producer set a
 policy, a clock or a decision (the broker's refusals are tested on the secured stack, tests/infra/test_secure.py)."""
 
 from __future__ import annotations

@@ -124,7 +124,7 @@ def test_pure_and_compiled_replay_every_folds_log_to_the_same_bytes(tmp_path: Pa
     outputs = {}
     for pure in (True, False):
         out = tmp_path / f"{'pure' if pure else 'compiled'}.jsonl"
-        tribunal("replay", "-i", str(log), "-o", str(out), env=env(pure))
+        tribunal("audit", "replay", "-i", str(log), "-o", str(out), env=env(pure))
         outputs[pure] = out.read_bytes()
     rows = [json.loads(line) for line in outputs[True].splitlines()]
     made = {row["topic"] for row in rows}

@@ -29,7 +29,7 @@ def _published(service: str) -> set[int]:
 def test_services_are_zookeeper_kafka_every_process_of_tribunal_and_their_monitoring() -> None:
     assert set(SERVICES) == {"zookeeper", "kafka", "worker", "zk-bridge", "ticker", "dispatcher-api", "console",
                              "keda-scaler", "actuator", "prometheus", "grafana"}
-    assert SERVICES["zk-bridge"]["command"][:2] == ["tribunal", "zk-bridge"]
+    assert SERVICES["zk-bridge"]["command"][:3] == ["tribunal", "groups", "bridge"]
     assert SERVICES["kafka"]["image"].startswith("apache/kafka:3.9.")
     assert SERVICES["zookeeper"]["image"].startswith("zookeeper:3.8.")
 

@@ -91,9 +91,10 @@ def test_the_compose_file_follows_the_compose_specification_and_runs_every_proce
     import jsonschema
 
     jsonschema.Draft7Validator(json.loads((VENDOR / "compose-spec.json").read_text())).validate(COMPOSE)
-    commands = {service["command"][1] for service in COMPOSE["services"].values()
-                if service.get("command", [""])[0] == "tribunal"}
-    assert commands >= {"worker", "zk-bridge", "ticker", "dispatcher-api", "console", "keda-scaler", "actuate"}
+    commands = {" ".join(w for w in service["command"][1:3] if not w.startswith("-"))
+                for service in COMPOSE["services"].values() if service.get("command", [""])[0] == "tribunal"}
+    assert commands >= {"worker", "groups bridge", "dispatch ticker", "dispatch api", "console", "pools keda-scaler",
+                        "pools actuate"}
     assert all("healthcheck" in service for name, service in COMPOSE["services"].items()
                if name not in ("prometheus", "grafana"))
 

@@ -84,11 +84,11 @@ def test_range_check_accepts_exactly_the_partitions_of_0_to_100(bounds: list[tup
 
 
 def test_policy_validate_cli(tmp_path: Path) -> None:
-    ok = tribunal("policy", "validate", str(EXAMPLES / "decider-pool-a.yaml"))
+    ok = tribunal("pools", "policy", "validate", str(EXAMPLES / "decider-pool-a.yaml"))
     assert ok.stdout.startswith("valid decider policy v3: 2 apps") and ok.stdout.count("\n") == 1
     bad = tmp_path / "bad.yaml"
     bad.write_text("kind: decider\nversion: x\napps:\n - {App: a, Priority: 0, MinNum: -1, Spec: []}\n")
-    result = tribunal("policy", "validate", str(bad), check=False)
+    result = tribunal("pools", "policy", "validate", str(bad), check=False)
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 2 and all(line.startswith(f"{bad}: apps[0] (a).") for line in lines)

@@ -64,12 +64,12 @@ def test_policy_validate_and_apply_refuse_it_and_nothing_is_written(tmp_path: Pa
     big = tmp_path / "big.json"
     big.write_text(json.dumps(policy(4000)))
     env = {"KAFKA_BOOTSTRAP": "127.0.0.1:9", "PATH": "/usr/bin:/bin"}  # nothing listens: a write would fail otherwise
-    for args in (("policy", "validate", str(big)), ("policy", "apply", str(big), "--pool", "p")):
+    for args in (("pools", "policy", "validate", str(big)), ("pools", "policy", "apply", str(big), "--pool", "p")):
         done = tribunal(*args, env=env, check=False, timeout=60)
         assert done.returncode == 1 and "over the 1,048,576 bytes a record may take" in done.stderr, done.stderr
     small = tmp_path / "small.json"
     small.write_text(json.dumps(policy(10)))
-    shown = tribunal("policy", "validate", str(small), env=env).stdout
+    shown = tribunal("pools", "policy", "validate", str(small), env=env).stdout
     assert "its largest record at most" in shown and "of 1,048,576" in shown
 
 

@@ -106,7 +106,7 @@ def records() -> str:
 def rest_api() -> str:
     document = json.loads((SCHEMAS / "openapi" / "dispatcher-api.json").read_text())
     lines = ["# REST API", "", _cell(document["info"]["description"]), "",
-             "`tribunal dispatcher-api` serves this document at `/openapi.json` (checked in as "
+             "`tribunal dispatch api` serves this document at `/openapi.json` (checked in as "
              "`schemas/openapi/dispatcher-api.json`); the test suite fuzzes the live API against it with "
              "schemathesis.", ""]
     for path, operations in document["paths"].items():

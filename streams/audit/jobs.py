@@ -1,4 +1,4 @@
-"""A job's history (`tribunal explain --job`): why it started when it did and not earlier.
+"""A job's history (`tribunal audit explain --job`): why it started when it did and not earlier.
 
 Derived like every explanation: the namespace's records are replayed through the pure core in the
 order the worker applied them, and after each one the job's standing is read from the state (the

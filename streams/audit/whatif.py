@@ -232,7 +232,7 @@ SHOWN_ROWS = 1000  # differences listed on the page, at most
 def render_html(c: Comparison, x: XAxis = "time") -> str:
     """One self-contained page: the figures side by side, instances per app under both, the differences."""
     esc = html.escape
-    parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>tribunal what-if: pool "
+    parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>tribunal audit what-if: pool "
              f"{esc(c.pool)}</title><style>{STYLE}</style></head><body>",
              f"<h1>What-if: pool {esc(c.pool)} under {esc(c.candidate)}</h1>",
              f"<p class='meta'>{len(c.inputs)} recorded inputs replayed through the pure core twice: with the "

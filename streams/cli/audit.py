@@ -1,4 +1,4 @@
-"""The audit tools: `dlq redrive`, `export`, `replay` (from a file or Kafka, `--verify`), `explain`, `report`."""
+"""The audit tools: `topics redrive`, `export`, `replay` (from a file or Kafka, `--verify`), `explain`, `report`."""
 
 from __future__ import annotations
 
@@ -20,13 +20,13 @@ from streams.cli.base import (
     Prefix,
     ToBound,
     XOption,
-    cli,
-    dlq_cli,
+    audit_cli,
     fold_named,
     load_policy,
     one_key,
     open_file,
     settings_from,
+    topics_cli,
 )
 from streams.errors import TribunalError
 from streams.gc_settings import fewer_collections, freeze_start_up
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 MAX_JOBS = 1024  # replay processes at most (each line's process is kept in an unsigned short)
 
 
-@dlq_cli.command("redrive")
+@topics_cli.command("redrive")
 def dlq_redrive(topic: Annotated[str, typer.Option(help="Dead-letter topic, without the prefix, e.g. "
                                                    "plugin_decider.dlq")],
                 reason: Annotated[str | None, typer.Option(help="Only dead letters with this reason_code")] = None,
@@ -71,7 +71,7 @@ def dlq_redrive(topic: Annotated[str, typer.Option(help="Dead-letter topic, with
                f"left by the filters {sum(summary.filtered.values())}")
 
 
-@cli.command("export")
+@audit_cli.command("export")
 def export(topics: Annotated[str, typer.Option(help="Comma-separated topics, without the prefix")],
            output_file: Annotated[Path, typer.Option("--output", "-o", help="Replay file, JSON lines ('-': stdout)")],
            start: FromBound = None, end: ToBound = None, bootstrap: Bootstrap = None,
@@ -109,7 +109,7 @@ def orjson_line(row: dict[str, Any]) -> bytes:
     return orjson.dumps(row) + b"\n"
 
 
-@cli.command("replay")
+@audit_cli.command("replay")
 def replay(input_file: Annotated[Path | None, typer.Option("--input", "-i", help="Exported log, JSON lines "
                                                            "('-': stdin)")] = None,
            output_file: Annotated[Path | None, typer.Option("--output", "-o", help="Decisions, JSON lines "
@@ -192,7 +192,7 @@ def _replay_kafka(settings: Settings, replayer: Any, sink: Any, verify: bool, st
                    f"with the recorded topics{cut.describe()}")
 
 
-@cli.command("explain")
+@audit_cli.command("explain")
 def explain_command(pool: Annotated[str | None, typer.Option(help="Pool id (with --seq)")] = None,
                     group: Annotated[str | None, typer.Option(help="Scheduler group (with --seq)")] = None,
                     namespace: Annotated[str | None, typer.Option(help="Dispatcher namespace (with --seq; with "
@@ -263,7 +263,7 @@ def actuations(settings: Settings, pool: str, in_range: Callable[[SourceRecord],
     return sorted(found, key=lambda a: a["timestamp"])
 
 
-@cli.command("report")
+@audit_cli.command("report")
 def report(output_file: Annotated[Path, typer.Option("--output", "-o", help="The HTML file to write")],
            pool: Annotated[str | None, typer.Option(help="Pool id")] = None,
            group: Annotated[str | None, typer.Option(help="Scheduler group")] = None,
@@ -297,13 +297,13 @@ def report(output_file: Annotated[Path, typer.Option("--output", "-o", help="The
 
 
 
-@cli.command("what-if")
+@audit_cli.command("what-if")
 def what_if(pool: Annotated[str, typer.Option(help="The pool to replay")],
             policy_file: Annotated[Path, typer.Option("--policy", help="The candidate decider policy (YAML or JSON)")],
             version: Annotated[str | None, typer.Option(help="The candidate's version (a bare seed document's; "
                                                         "default: a hash of its content)")] = None,
             input_file: Annotated[Path | None, typer.Option("--input", "-i", help="An exported log (JSON lines, "
-                                                            "as `tribunal export` writes); default: the topics")
+                                                            "as `tribunal audit export` writes); default: the topics")
                                   ] = None,
             start: FromBound = None, end: ToBound = None,
             html_file: Annotated[Path | None, typer.Option("--html", help="Also write the comparison as a page "

@@ -9,13 +9,17 @@ from typing import Annotated, Any, Literal
 
 import typer
 
+from streams.cli.renamed import Nouns
 from streams.errors import TribunalError
 from streams.settings import Settings
 
 # Click's own help, not Rich's panels: at 80 columns Rich cut option names short (`--observe-comm…`), and a user
-# cannot type a flag they cannot read; Click wraps the help and never the names.
-cli = typer.Typer(no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False, rich_markup_mode=None,
-                  help="tribunal: an event-sourced control plane for elastic scheduling.")
+# cannot type a flag they cannot read; Click wraps the help and never the names. The old flat names are resolved by
+# `streams.cli.renamed`.
+cli = typer.Typer(cls=Nouns, no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False,
+                  rich_markup_mode=None, help="tribunal: an event-sourced control plane for elastic scheduling.\n\n"
+                  "A noun, then a verb: `tribunal pools metric`, `tribunal dispatch jobs show`. The first "
+                  "commands stand alone: `run` (everything on this machine), `demo`, `worker`, `console`.")
 
 
 def group(summary: str) -> typer.Typer:
@@ -23,12 +27,21 @@ def group(summary: str) -> typer.Typer:
     return typer.Typer(no_args_is_help=True, rich_markup_mode=None, help=summary)
 
 
-infra_cli = group("Run a real Kafka + ZooKeeper on 127.0.0.1 (no Docker).")
-topics_cli = group("Create and list tribunal's topics.")
-cli.add_typer(infra_cli, name="infra")
-cli.add_typer(topics_cli, name="topics")
+# The nouns, in the order `tribunal --help` lists them: the four folds, the audit, then the plumbing.
+pools_cli = group("Pools: load scores in, the decider's and justice's decisions out, and what acts on them.")
+groups_cli = group("Scheduler groups: ZooKeeper's membership to Kafka, rejection limits, demonstration schedulers.")
+dispatch_cli = group("The dispatcher: jobs, their caps, the clock, executors and the REST API.")
+shards_cli = group("Shard plans: nodes, task counts and the processes that run tasks.")
+audit_cli = group("The audit: export, replay, explain, report and what-if, all from the log.")
+topics_cli = group("Tribunal's topics: create, list, follow, redrive dead letters.")
+infra_cli = group("Kafka and ZooKeeper: run them on 127.0.0.1 (no Docker); set the ACLs tribunal needs.")
+for _name, _noun in (("pools", pools_cli), ("groups", groups_cli), ("dispatch", dispatch_cli), ("shards", shards_cli),
+                     ("audit", audit_cli), ("topics", topics_cli), ("infra", infra_cli)):
+    cli.add_typer(_noun, name=_name)
 acl_cli = group("Kafka ACLs: the least each of tribunal's principals needs.")
-cli.add_typer(acl_cli, name="acl")
+infra_cli.add_typer(acl_cli, name="acl")
+policy_cli = group("Policy documents (YAML or JSON): validate, apply.")
+pools_cli.add_typer(policy_cli, name="policy")
 
 BOOTSTRAP_HELP = "Kafka bootstrap servers (default: $TRIBUNAL_KAFKA_BOOTSTRAP, $KAFKA_BOOTSTRAP, 127.0.0.1:9092)"
 Bootstrap = Annotated[str | None, typer.Option("--bootstrap", "-b", help=BOOTSTRAP_HELP)]
@@ -90,10 +103,6 @@ def settings_from(**overrides: Any) -> Settings:
     return Settings(**{k: v for k, v in overrides.items() if v is not None})
 
 
-policy_cli = group("Validate policy documents (YAML or JSON).")
-cli.add_typer(policy_cli, name="policy")
-dlq_cli = group("Dead letters: produce them again once their cause is fixed.")
-cli.add_typer(dlq_cli, name="dlq")
 
 FromBound = Annotated[str | None, typer.Option("--from", help="First record: an offset (every partition) or a "
                                                "time, e.g. 2026-11-22T14:02:00Z")]

@@ -26,7 +26,7 @@ from streams.cli.base import (
 @cli.command("console")
 def console(host: ListenHost = "127.0.0.1", port: Annotated[int, typer.Option(help="Port to listen on")] = 8090,
             auth_file: Annotated[Path | None, typer.Option(help=(
-                "The dispatcher API's identities (tribunal dispatcher-api token create): every page then needs "
+                "The dispatcher API's identities (tribunal dispatch api token create): every page then needs "
                 "one (sign in with a token), and actions pass the API's role checks"))] = None,
             tls_cert: TlsCert = None, tls_key: TlsKey = None, tls_client_ca: TlsClientCa = None,
             insecure: Insecure = False,

@@ -1,4 +1,4 @@
-"""`tribunal actuate`, `tribunal keda-scaler` and `tribunal demo`: the decisions applied, served and shown."""
+"""`tribunal pools actuate`, `pools keda-scaler` and `tribunal demo`: the decisions applied, served and shown."""
 
 from __future__ import annotations
 
@@ -7,12 +7,22 @@ from typing import Annotated
 
 import typer
 
-from streams.cli.base import Bootstrap, Prefix, Root, SessionTimeout, ZkHosts, cli, serve_until_stopped, settings_from
+from streams.cli.base import (
+    Bootstrap,
+    Prefix,
+    Root,
+    SessionTimeout,
+    ZkHosts,
+    cli,
+    pools_cli,
+    serve_until_stopped,
+    settings_from,
+)
 
 Pool = Annotated[str, typer.Option("--pool", "-p", help="The decider pool")]
 
 
-@cli.command("actuate")
+@pools_cli.command("actuate")
 def actuate(pool: Pool,
             target: Annotated[str, typer.Option(help="process, exec, webhook, or a module:callable of your own")],
             command: Annotated[str | None, typer.Option(help=(
@@ -70,7 +80,7 @@ def actuate(pool: Pool,
     serve_until_stopped(run, actuator.stop)
 
 
-@cli.command("keda-scaler")
+@pools_cli.command("keda-scaler")
 def keda_scaler(port: Annotated[int, typer.Option(help="Port the gRPC server listens on")] = 9090,
                 host: Annotated[str, typer.Option(help=(
                     "Address it listens on (default loopback only): it serves every pool's decided instances to "

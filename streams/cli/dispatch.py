@@ -1,4 +1,4 @@
-"""The dispatcher: `tribunal ticker`, `tribunal executor`, `tribunal jobs ...`, `tribunal dispatcher-api`."""
+"""The dispatcher: `tribunal dispatch ticker`, `executor`, `jobs ...`, `api`; its `state` is in streams.cli.records."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from streams.cli.base import (
     TlsKey,
     Web,
     ZkHosts,
-    cli,
+    dispatch_cli,
     group,
     open_file,
     secured,
@@ -34,11 +34,11 @@ from streams.cli.base import (
 from streams.errors import TribunalError
 
 jobs_cli = group("Dispatcher jobs: assign, finish, fail, cancel, show; caps.")
-cli.add_typer(jobs_cli, name="jobs")
+dispatch_cli.add_typer(jobs_cli, name="jobs")
 Namespace = Annotated[str, typer.Option("--namespace", "-n", help="Dispatcher namespace (the record key)")]
 
 
-@cli.command("ticker")
+@dispatch_cli.command("ticker")
 def ticker(interval_ms: Annotated[int, typer.Option(min=1, help="Milliseconds between ticks")] = 100,
            namespace: Annotated[list[str] | None, typer.Option(
                "--namespace", "-n", help="Tick this namespace even while it has no work (repeatable)")] = None,
@@ -60,7 +60,7 @@ def ticker(interval_ms: Annotated[int, typer.Option(min=1, help="Milliseconds be
     serve_until_stopped(service.run, service.stop)
 
 
-@cli.command("executor")
+@dispatch_cli.command("executor")
 def executor(worker: Annotated[str, typer.Option(help="The worker (tenant) whose jobs this process runs")],
              namespace: Namespace = "default",
              seconds: Annotated[float, typer.Option(min=0, help="How long each job runs")] = 1.0,
@@ -234,7 +234,7 @@ def jobs_show(uuid: Annotated[str, typer.Argument(help="The job's uuid")], names
 
 api_cli = typer.Typer(rich_markup_mode=None, invoke_without_command=True,
                       help="Serve the dispatcher's REST API; `token ...` manages who may call it.")
-cli.add_typer(api_cli, name="dispatcher-api")
+dispatch_cli.add_typer(api_cli, name="api")
 token_cli = group("The API's identities: tokens kept hashed in an auth file, roles per namespace.")
 api_cli.add_typer(token_cli, name="token")
 AuthFileOption = Annotated[Path, typer.Option("--auth-file", help="The auth file (created readable by its owner "
@@ -245,7 +245,7 @@ AuthFileOption = Annotated[Path, typer.Option("--auth-file", help="The auth file
 def dispatcher_api(ctx: typer.Context, host: ListenHost = "127.0.0.1",
                    port: Annotated[int, typer.Option(help="Port to listen on")] = 8080,
                    auth_file: Annotated[Path | None, typer.Option(help=(
-                       "Identities (tribunal dispatcher-api token create): every request but /openapi.json then "
+                       "Identities (tribunal dispatch api token create): every request but /openapi.json then "
                        "needs a bearer token or a client certificate, and every command names its sender"))] = None,
                    tls_cert: TlsCert = None, tls_key: TlsKey = None, tls_client_ca: TlsClientCa = None,
                    insecure: Insecure = False,

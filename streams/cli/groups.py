@@ -1,4 +1,4 @@
-"""Scheduler groups: `tribunal zk-bridge`, `tribunal scheduler`, `tribunal rebalance`."""
+"""Scheduler groups: `tribunal groups bridge`, `tribunal groups scheduler`, `tribunal groups rebalance`."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from streams.cli.base import (
     Root,
     SessionTimeout,
     ZkHosts,
-    cli,
+    groups_cli,
     open_file,
     serve,
     serve_until_stopped,
@@ -25,7 +25,7 @@ from streams.errors import TribunalError
 
 # -- scheduler groups: the ZooKeeper bridge, a scheduler, manual balancing ------------------------
 
-@cli.command("zk-bridge")
+@groups_cli.command("bridge")
 def zk_bridge(bootstrap: Bootstrap = None, zookeeper: ZkHosts = None, topic_prefix: Prefix = None,
               root: Root = "/tribunal",
               snapshot_interval: Annotated[float, typer.Option(help="Seconds between full snapshots")] = 30.0,
@@ -48,7 +48,7 @@ def zk_bridge(bootstrap: Bootstrap = None, zookeeper: ZkHosts = None, topic_pref
     serve_until_stopped(bridge.run, bridge.stop)
 
 
-@cli.command("scheduler")
+@groups_cli.command("scheduler")
 def scheduler(group: Annotated[str, typer.Option(help="Scheduler group")],
               scheduler_id: Annotated[str, typer.Option("--id", help="This scheduler's id")],
               address: Annotated[str, typer.Option(help="Where this scheduler listens")] = "",
@@ -79,7 +79,7 @@ def scheduler(group: Annotated[str, typer.Option(help="Scheduler group")],
     serve(client.run)
 
 
-@cli.command("rebalance")
+@groups_cli.command("rebalance")
 def rebalance_group(group: Annotated[str, typer.Option(help="Scheduler group")], zookeeper: ZkHosts = None,
                     root: Root = "/tribunal",
                     timeout: Annotated[float, typer.Option(help="Give up after this many seconds")] = 120.0) -> None:

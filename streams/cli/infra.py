@@ -67,7 +67,7 @@ def infra_up(brokers: Brokers = 1, home: Home = None, kafka_port: KafkaPort = No
         typer.echo(f"CA:        {credentials.ca}")
         for user in ("admin", "worker", "producer", "auditor"):
             typer.echo(f"{user + ':':<10} set -a; . {credentials.env_file(user)}; set +a")
-        typer.echo("then, as admin: tribunal topics create && tribunal acl apply")
+        typer.echo("then, as admin: tribunal topics create && tribunal infra acl apply")
 
 
 @infra_cli.command("down")

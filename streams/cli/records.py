@@ -12,15 +12,18 @@ import typer
 
 from streams.cli.base import (
     Bootstrap,
-    JobSetOption,
     Prefix,
     Web,
-    cli,
+    dispatch_cli,
     fold_named,
+    groups_cli,
     load_policy,
     one_key,
     policy_cli,
+    pools_cli,
     settings_from,
+    shards_cli,
+    topics_cli,
 )
 from streams.errors import TribunalError
 
@@ -52,7 +55,7 @@ def _print_job_set(body: dict[str, Any]) -> None:
 
 
 # -- producing and following ------------------------------------------------------------------
-@cli.command("metric")
+@pools_cli.command("metric")
 def metric(app: Annotated[str, typer.Argument(help="App name, e.g. ats")],
            value: Annotated[float, typer.Argument(help="Load score in [0, 100]")],
            pool: Annotated[str, typer.Option(help="Pool id (the record key)")] = "default",
@@ -67,7 +70,7 @@ def metric(app: Annotated[str, typer.Argument(help="App name, e.g. ats")],
     typer.echo(f"sent to {topic}[{meta[0]}]@{meta[1]}: {app}={value:g} (pool {pool})")
 
 
-@cli.command("tail")
+@topics_cli.command("tail")
 def tail(topic: Annotated[str, typer.Argument(help="Topic name, without the prefix")],
          as_json: Annotated[bool, typer.Option("--json", help="JSON lines (the replay file format)")] = False,
          from_beginning: Annotated[bool, typer.Option("--from-beginning")] = False,
@@ -121,17 +124,46 @@ def policy_apply(file: Annotated[Path, typer.Argument(help="Policy file: a recor
     typer.echo(f"applied {policy.kind} policy {policy.version} to pool {pool}: {topic}[{partition}]@{offset}")
 
 
-@cli.command("state")
+Json = Annotated[bool, typer.Option("--json", help="Print the raw JSON")]
+
+
+@pools_cli.command("state")
 def state(pool: Annotated[str | None, typer.Option(help="Pool id")] = None,
-          group: Annotated[str | None, typer.Option(help="Scheduler group id")] = None,
-          namespace: Annotated[str | None, typer.Option(help="Dispatcher namespace")] = None,
-          job_set: JobSetOption = None,
+          group: Annotated[str | None, typer.Option(hidden=True, help="`tribunal groups state` now")] = None,
+          namespace: Annotated[str | None, typer.Option(hidden=True, help="`tribunal dispatch state` now")] = None,
+          job_set: Annotated[str | None, typer.Option("--job-set", hidden=True, help="`tribunal shards state` now")]
+          = None,
           fold: Annotated[str | None, typer.Option(help="Or any fold of the catalogue by name (with --key)")] = None,
           key: Annotated[str | None, typer.Option(help="The key, with --fold")] = None,
-          as_json: Annotated[bool, typer.Option("--json", help="Print the raw JSON")] = False,
+          as_json: Json = False,
           web: Web = None) -> None:
-    """Show a pool (instances, metricals, free capacity, policy), a scheduler group, a dispatcher namespace,
-    or a key of any fold."""
+    """Show a pool: instances, metricals, free capacity, policy (or a key of any fold, with --fold and --key)."""
+    show_state(pool, group, namespace, job_set, fold, key, as_json, web)  # the other three: the old `state`'s
+
+
+@groups_cli.command("state")
+def group_state(group: Annotated[str, typer.Option(help="Scheduler group id")], as_json: Json = False,
+                web: Web = None) -> None:
+    """Show a scheduler group: K, S, each scheduler's figures, orphans, offers."""
+    show_state(None, group, None, None, None, None, as_json, web)
+
+
+@dispatch_cli.command("state")
+def namespace_state(namespace: Annotated[str, typer.Option("--namespace", "-n", help="Dispatcher namespace")],
+                    as_json: Json = False, web: Web = None) -> None:
+    """Show a dispatcher namespace: caps, counts, workers, jobs."""
+    show_state(None, None, namespace, None, None, None, as_json, web)
+
+
+@shards_cli.command("state")
+def job_set_state(job_set: Annotated[str, typer.Option("--job-set", "-j", help="Shard job set")],
+                  as_json: Json = False, web: Web = None) -> None:
+    """Show a job set: its epoch, who awaits, who owns which tasks."""
+    show_state(None, None, None, job_set, None, None, as_json, web)
+
+
+def show_state(pool: str | None, group: str | None, namespace: str | None, job_set: str | None, fold: str | None,
+               key: str | None, as_json: bool, web: str | None) -> None:
     from streams.clients import worker_page
 
     named = one_key(pool=pool, group=group, namespace=namespace, job_set=job_set,

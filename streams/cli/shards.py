@@ -1,5 +1,5 @@
-"""Shard plans: `tribunal shard-node` (a node running a command per task run, or a demonstration sleep),
-`tribunal shard-tasks` (a job set's task count), and `tribunal task-processes` (what runs of a state directory's
+"""Shard plans: `tribunal shards node` (a node running a command per task run, or a demonstration sleep),
+`tribunal shards tasks` (a job set's task count), and `tribunal shards processes` (what runs of a state directory's
 nodes and executors live now, orphans among them)."""
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ from typing import Annotated, Any
 
 import typer
 
-from streams.cli.base import Bootstrap, Prefix, SessionTimeout, ZkHosts, cli, serve, settings_from
+from streams.cli.base import Bootstrap, Prefix, SessionTimeout, ZkHosts, serve, settings_from, shards_cli
 
 JobSet = Annotated[str, typer.Option("--job-set", "-j", help="Job set (the record key)")]
 ShardRoot = Annotated[str, typer.Option("--shard-root", help="ZooKeeper root of the job sets")]
 
 
-@cli.command("shard-node")
+@shards_cli.command("node")
 def shard_node(job_set: JobSet,
                address: Annotated[str, typer.Option(help="This node's address: the scope strategy sorts by it")],
                node_id: Annotated[str | None, typer.Option("--id", help="This node's id (default: its address)")]
@@ -61,7 +61,7 @@ def shard_node(job_set: JobSet,
     serve(node.serve)
 
 
-@cli.command("shard-tasks")
+@shards_cli.command("tasks")
 def shard_tasks(job_set: JobSet, tasks: Annotated[int, typer.Argument(min=0, help="The job set's tasks: 1..TASKS")],
                 strategy: Annotated[str | None, typer.Option(help="scope (the seed's) or ring (moves less on a "
                                                              "join)")] = None,
@@ -79,9 +79,9 @@ def shard_tasks(job_set: JobSet, tasks: Annotated[int, typer.Argument(min=0, hel
                + (f" ({strategy})" if strategy else ""))
 
 
-@cli.command("task-processes")
+@shards_cli.command("processes")
 def task_processes(state_dir: Annotated[Path, typer.Option(help=(
-                       "The state directory of the nodes (`shard-node --state-dir`) or executors whose task "
+                       "The state directory of the nodes (`shards node --state-dir`) or executors whose task "
                        "processes to list"))] = Path(".tribunal-shards"),
                    orphans: Annotated[bool, typer.Option("--orphans", help=(
                        "Only processes whose node (its guardian) is gone; exit 1 if there are any"))] = False) -> None:

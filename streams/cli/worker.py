@@ -69,9 +69,9 @@ def run() -> None:
     settings = Settings()
     typer.echo(f"kafka {cluster.topology.bootstrap} and zookeeper {cluster.topology.zookeeper_hosts} are up.\n"
                "In another shell, give pool-a a policy, send a metric, and watch the decision:\n"
-               "  .venv/bin/tribunal policy apply examples/decider-pool-a.yaml --pool pool-a\n"
-               "  .venv/bin/tribunal metric ats 75 --pool pool-a\n"
-               "  .venv/bin/tribunal tail scaling-decisions --from-beginning\n"
+               "  .venv/bin/tribunal pools policy apply examples/decider-pool-a.yaml --pool pool-a\n"
+               "  .venv/bin/tribunal pools metric ats 75 --pool pool-a\n"
+               "  .venv/bin/tribunal topics tail scaling-decisions --from-beginning\n"
                "Stop with Ctrl-C, then `make down`.", err=True)
     from streams.worker.run import run as run_worker
 

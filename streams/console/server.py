@@ -249,7 +249,7 @@ class Console:
         return self.page(request, "job_set", {"plan": "job_set_plan"}, context)
 
     def task_runs(self, job_set: str) -> dict[str, str]:
-        """node -> the tasks its processes run now (`task-processes`, from the state directories given)."""
+        """node -> the tasks its processes run now (`shards processes`, from the state directories given)."""
         from streams.processes.guardian import found
 
         runs: dict[str, set[str]] = {}

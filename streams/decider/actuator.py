@@ -1,4 +1,4 @@
-"""`tribunal actuate`: a reconcile loop that makes a target run what the decider decided, and says what runs.
+"""`tribunal pools actuate`: a reconcile loop that makes a target run what the decider decided, and says what runs.
 
 Desired comes from the decisions (a `DeciderClient` with no consumer group: every replica reads every decision,
 and starts from the compacted `pool-instances`, so neither offsets nor replay are needed); observed is the

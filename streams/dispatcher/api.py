@@ -1,4 +1,4 @@
-"""`tribunal dispatcher-api`: the dispatcher's REST API (aiohttp, as the worker's own web server).
+"""`tribunal dispatch api`: the dispatcher's REST API (aiohttp, as the worker's own web server).
 
 Writes become records on `dispatch-commands` through `DispatcherClient` and answer 202 with the
 record's coordinates once the broker has it (the worker decides when it folds it: watch

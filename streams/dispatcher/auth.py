@@ -107,7 +107,7 @@ def private(path: Path, what: str = "the auth file") -> os.stat_result:
 
 
 class AuthFile:
-    """The file `tribunal dispatcher-api token ...` keeps. Changes are written whole to a new file, renamed over
+    """The file `tribunal dispatch api token ...` keeps. Changes are written whole to a new file, renamed over
     the old one (a reader never sees half of one), under a lock beside it (two changes at once are taken in turn)."""
 
     def __init__(self, path: Path) -> None:

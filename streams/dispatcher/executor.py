@@ -1,4 +1,4 @@
-"""`tribunal executor`: a tenant that runs the jobs the dispatcher starts for its worker.
+"""`tribunal dispatch executor`: a tenant that runs the jobs the dispatcher starts for its worker.
 
 With a command, each started job is a process (`{namespace}`, `{uuid}`, `{attempt}`, `{external_id}` and
 `{info}`, the job's payload, filled in; the same in `TRIBUNAL_NAMESPACE`, `TRIBUNAL_JOB`, `TRIBUNAL_ATTEMPT`,

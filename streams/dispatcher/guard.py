@@ -33,7 +33,7 @@ def check_exposure(host: str, auth_file: Path | None, insecure: bool, what: str 
     """Refuse to serve others without authentication, unless the operator said so out loud."""
     if auth_file is None and not loopback(host) and not insecure:
         raise ConfigError(f"refusing to serve {what} on {host} without --auth-file: anyone reaching it could set "
-                          "caps and cancel any tenant's jobs. Give --auth-file (tokens: tribunal dispatcher-api "
+                          "caps and cancel any tenant's jobs. Give --auth-file (tokens: tribunal dispatch api "
                           "token create), or --insecure to serve it open anyway")
 
 

@@ -1,6 +1,6 @@
 """The dispatcher's client over its REST API: what a tenant runs with a token and no Kafka credentials at all.
 
-The same calls as `DispatcherClient` (the seed's API), made as requests to `tribunal dispatcher-api`
+The same calls as `DispatcherClient` (the seed's API), made as requests to `tribunal dispatch api`
 with `Authorization: Bearer <token>`; the listeners are fed from the worker's event stream
 (`streams.dispatcher.events`), which the client follows from the id of the last event it handled:
 after a disconnect it reconnects with `Last-Event-ID` and nothing it handled comes again, nothing after

@@ -8,7 +8,7 @@ authenticates from its first start:
   and certificate (for 127.0.0.1), signed by it; Kafka reads PEM directly (KIP-651).
 * `users.json`: a random password per principal. `admin` (the operator: topics, ACLs), `broker`
   (brokers among themselves) and `controller` (the KRaft controller listener, PLAIN) are super users;
-  `worker`, `producer` and `auditor` get only what `tribunal acl apply` grants them.
+  `worker`, `producer` and `auditor` get only what `tribunal infra acl apply` grants them.
 * `<principal>.env`: the `TRIBUNAL_*` settings that connect as that principal (`set -a; . worker.env`).
 
 Why the controller listener authenticates too: with a PLAINTEXT controller listener the broker

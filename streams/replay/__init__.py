@@ -25,5 +25,5 @@ def replay_lines(lines: Iterable[bytes | str], replayer: Replayer | None = None,
 
 
 def replay_blocks(lines: Iterable[bytes | str], replayer: Replayer | None = None, jobs: int = 1) -> Iterator[bytes]:
-    """`replay_lines`' bytes, newlines included, in blocks of many lines (what `tribunal replay` writes)."""
+    """`replay_lines`' bytes, newlines included, in blocks of many lines (what `tribunal audit replay` writes)."""
     return encode_all(lines, replayer or Replayer(), jobs)

@@ -1,4 +1,4 @@
-"""`tribunal shard-node --command`: each run of a task the node owns is a process, bound to the node.
+"""`tribunal shards node --command`: each run of a task the node owns is a process, bound to the node.
 
 The command's `{job_set}`, `{task}`, `{epoch}` and `{node}` are filled in, and the same values are in
 `TRIBUNAL_JOB_SET`, `TRIBUNAL_TASK`, `TRIBUNAL_EPOCH` (the fencing token: write it with whatever the task

@@ -100,6 +100,7 @@ def create_app(settings: Settings) -> faust.App:
     faust_private.commit_without_a_table()
     faust_private.recover_without_a_pause()
     faust_private.assign_topics_missing_from_metadata()
+    faust_private.rejoin_when_the_group_is_rebalancing()
     settings.data_dir.mkdir(parents=True, exist_ok=True)  # Faust makes only the last level (a fresh checkout has no
     # .tribunal/ until `infra up` runs, and a worker on a broker elsewhere never runs it)
     app = faust.App(
@@ -145,8 +146,11 @@ def create_app(settings: Settings) -> faust.App:
                             tally=metrics.Tally() if settings.metrics else metrics.Off())
     app.task(checkpoint.run)
 
+    watchdog = Watchdog(app, settings.kafka_bootstrap, set(), settings.stall_timeout, continuity.first_offset_from)
+
     @app.on_partitions_revoked.connect
     async def settle(sender: Any, /, *args: Any, signal: Any, **kwargs: Any) -> None:
+        watchdog.guard_joins()  # from the first join on: Faust's timers start only after the first recovery
         await checkpoint.settle()
 
     @app.on_partitions_assigned.connect
@@ -162,7 +166,7 @@ def create_app(settings: Settings) -> faust.App:
     async def report_progress() -> None:
         progress.report()
 
-    watchdog = Watchdog(app, settings.kafka_bootstrap, inputs, settings.stall_timeout, continuity.first_offset_from)
+    watchdog.inputs |= inputs
 
     @app.timer(5.0)
     async def watch_for_stalls() -> None:

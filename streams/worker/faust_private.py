@@ -122,6 +122,15 @@ into Faust only through a function here, so a Faust upgrade means reading this o
   (`streams.worker.run`), so a topic the leader has not seen yet counts as having that many
   (`PartitionAssignor._perform_assignment`, given a view of the cluster that says so).
 
+* `rejoin_when_the_group_is_rebalancing`: aiokafka (0.14) takes a JoinGroup answered REBALANCE_IN_PROGRESS (the group
+  began another rebalance while this member joined: seen with a broker away and workers restarting) for an
+  unexpected error and hands it to the user, and its group coordination then waits until the user's next `getmany`
+  or `position` has taken it. Faust's fetch loop reads aiokafka's fetcher directly and never takes it: a worker
+  that met it in its first join hung there for good, unassigned (the combined-fault day in CI, 4 minutes and
+  more, before the stall watchdog had started). Kafka's own client joins again (KAFKA-10870); so does a worker now
+  (`CoordinatorGroupRebalance.perform_group_join`, wrapped for the whole process: that answer means "join again",
+  after aiokafka's retry back-off).
+
 `check()` runs before the app is built and names whatever a Faust upgrade moved.
 """
 
@@ -207,6 +216,12 @@ def check() -> None:
     if "cluster.partitions_for_topic(topic)" not in groups or re.findall(r"\bcluster\b", perform) != ["cluster"] * 2:
         missing.append("PartitionAssignor reading the cluster only through partitions_for_topic")  # its parameter,
         # handed to _get_copartitioned_groups and nowhere else
+    from aiokafka.consumer.group_coordinator import CoordinatorGroupRebalance
+
+    join = inspect.getsource(_ORIGINALS.get("perform_group_join", CoordinatorGroupRebalance.perform_group_join))
+    if _JOIN_ERROR not in join or "return None" not in join:
+        missing.append("aiokafka's CoordinatorGroupRebalance.perform_group_join raising KafkaError(repr(err)) for "
+                       "an unexpected answer and returning None to join again")
     init = inspect.getsource(Consumer.__init__)
     missing += [f"Consumer.{name}" for name in _INSTANCE_ATTRIBUTES if f"self.{name} =" not in init]
     if missing:
@@ -496,6 +511,28 @@ def commit_transactions_at_once(failed: Callable[[BaseException], object] = lamb
             raise
 
     Producer.commit_transactions = commit_transactions
+
+
+_JOIN_ERROR = "raise Errors.KafkaError(repr(err))"
+
+
+def rejoin_when_the_group_is_rebalancing() -> None:
+    from aiokafka import errors
+    from aiokafka.consumer.group_coordinator import CoordinatorGroupRebalance
+
+    original = _ORIGINALS.setdefault("perform_group_join", CoordinatorGroupRebalance.perform_group_join)
+    rebalancing = (repr(errors.RebalanceInProgressError()),)
+
+    async def perform_group_join(self: Any) -> Any:
+        try:
+            return await original(self)
+        except errors.KafkaError as error:
+            if type(error) is not errors.KafkaError or error.args != rebalancing:
+                raise
+            log.info("joining group %s again: it began another rebalance while this worker joined", self.group_id)
+            return None  # aiokafka waits its retry back-off and joins again
+
+    CoordinatorGroupRebalance.perform_group_join = perform_group_join
 
 
 RETRY_BACKOFF_MS = 10

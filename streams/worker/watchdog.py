@@ -18,11 +18,14 @@ restart every `stall_timeout`.
 A worker can also hang in a rebalance: seen in the combined-faults day, a join answered
 `RebalanceInProgressError` while a broker was away and the worker never joined again, its partitions
 unowned. A rebalance that has not ended (recovery aside: that one progresses and may take long) after
-`JOIN_PATIENCE` stall timeouts restarts the worker in place as well.
+`JOIN_PATIENCE` stall timeouts restarts the worker in place as well. That check runs on its own from the first
+rebalance on (`guard_joins`): Faust starts its timers only once the first recovery is complete, and a worker that
+never joined had never been checked (CI: a worker restarted while a broker was down hung in its first join).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import sys
@@ -39,6 +42,7 @@ from streams.worker.surface import App
 
 log = logging.getLogger(__name__)
 JOIN_PATIENCE = 4  # stall timeouts a rebalance may take, recovery aside, before the worker restarts in place
+JOIN_CHECK_EVERY = 5.0  # seconds between two looks at a rebalance under way
 
 
 @dataclass
@@ -50,12 +54,23 @@ class Watchdog:
     first_offset_from: Callable[[str, int, int, int], Awaitable[int | None]]  # the first record in [start, end)
     _seen: dict[Any, tuple[int, float]] = field(default_factory=dict)  # tp -> (committed, since)
     _joining_since: float | None = None  # when the rebalance under way (before its recovery) began
+    _join_guard: asyncio.Future[None] | None = None
     sideband: Sideband = field(init=False)
 
     def __post_init__(self) -> None:
         self.sideband = Sideband(self.bootstrap)
 
-    async def check(self) -> None:
+    def guard_joins(self, every: float = JOIN_CHECK_EVERY) -> None:
+        """Check every `every` s, from now on, that a rebalance ends (`check_join`); the first call starts it."""
+        if self._join_guard is None:
+            async def guard() -> None:
+                while True:
+                    self.check_join()
+                    await asyncio.sleep(every)
+
+            self._join_guard = asyncio.ensure_future(guard())
+
+    def check_join(self) -> None:
         joining = self.app.rebalancing and not self.app.in_recovery
         now = time.monotonic()
         self._joining_since = (self._joining_since or now) if joining else None
@@ -63,6 +78,8 @@ class Watchdog:
             log.error("a rebalance has not ended for %.0fs (no recovery under way): restarting the worker in place",
                       now - self._joining_since)
             restart_in_place()
+
+    async def check(self) -> None:
         if self.app.in_recovery or self.app.rebalancing:
             self._seen.clear()  # only time spent running normally counts
             return

@@ -37,24 +37,25 @@ def test_export_replay_verify_and_a_forged_decision(kafka: str, unique: str, wor
     assert len(decisions) == 6
 
     exported = tmp_path / "log.jsonl"
-    tribunal("export", "--topics", "policies,plugin_decider", "--output", str(exported), env=worker_env)
+    tribunal("audit", "export", "--topics", "policies,plugin_decider", "--output", str(exported), env=worker_env)
     rows = [json.loads(line) for line in exported.read_text().splitlines()]
     assert [r["topic"] for r in rows] == [f"{unique}.policies"] + [f"{unique}.plugin_decider"] * 7 + [
         f"{unique}.policies"]
     assert [r["offset"] for r in rows[1:-1]] == list(range(7))
     ranged_export = tmp_path / "ranged.jsonl"
-    tribunal("export", "--topics", "plugin_decider", "--from", "3", "--to", "5", "--output", str(ranged_export),
+    tribunal("audit", "export", "--topics", "plugin_decider", "--from", "3", "--to", "5", "--output",
+             str(ranged_export),
              env=worker_env)
     assert [json.loads(line)["offset"] for line in ranged_export.read_text().splitlines()] == [3, 4]
     replayed = tmp_path / "replayed.jsonl"
-    tribunal("replay", "--input", str(exported), "--output", str(replayed), env=worker_env)
+    tribunal("audit", "replay", "--input", str(exported), "--output", str(replayed), env=worker_env)
     derived = [json.loads(line)["value"] for line in replayed.read_text().splitlines()]
     assert [d for d in derived if d["type"] == "ScalingDecision"] == decisions
     assert [d["type"] for d in derived].count("JusticeOutcome") == 1  # the justice metric was not exported
     assert sorted(d["reason_code"] for d in derived if d["type"] == "DeadLetter") == ["bad_metric", "unknown_app"]
 
     from_kafka = tmp_path / "from-kafka.jsonl"
-    tribunal("replay", "--from-kafka", "--output", str(from_kafka), env=worker_env)
+    tribunal("audit", "replay", "--from-kafka", "--output", str(from_kafka), env=worker_env)
     from_topics = [json.loads(line)["value"] for line in from_kafka.read_text().splitlines()]
     assert [d for d in from_topics if d["type"] != "JusticeOutcome"] == [
         d for d in derived if d["type"] != "JusticeOutcome"]
@@ -63,16 +64,16 @@ def test_export_replay_verify_and_a_forged_decision(kafka: str, unique: str, wor
 
     # A scheduler's own alert is written beside the fold's outputs, not among them: verify still agrees.
     asyncio.run(produce_all(kafka, [(f"{unique}.{SCHEDULER_ALERTS}", b"g", over_threshold("g", "s1", 12, 10))]))
-    ok = tribunal("replay", "--from-kafka", "--verify", env=worker_env)
+    ok = tribunal("audit", "replay", "--from-kafka", "--verify", env=worker_env)
     assert agreed(ok.stdout, 10) >= 10
 
     # Verify over a range: from the fourth metric on.
-    ranged = tribunal("replay", "--from-kafka", "--verify", "--from", "3", env=worker_env)
+    ranged = tribunal("audit", "replay", "--from-kafka", "--verify", "--from", "3", env=worker_env)
     assert agreed(ranged.stdout, 4) >= 4  # plugin_decider offsets 3..6
 
     # explain: the numbers are the decision record's own, and before + moves = after.
     for d in decisions[1:]:
-        found = json.loads(tribunal("explain", "--pool", "pool-a", "--seq", str(d["seq"]), "--json",
+        found = json.loads(tribunal("audit", "explain", "--pool", "pool-a", "--seq", str(d["seq"]), "--json",
                                     env=worker_env).stdout)
         why = found["decision"]
         assert (why["requested"], why["granted"], why["outcome"], why["reason"]) == (
@@ -88,20 +89,20 @@ def test_export_replay_verify_and_a_forged_decision(kafka: str, unique: str, wor
         assert found["input"]["offset"] == d["cause"]["offset"]
         assert sum(1 for r in why.get("ranges", []) if r["matched"]) == 1
     cause = decisions[3]["cause"]
-    text = tribunal("explain", "--cause", f"plugin_decider:{cause['partition']}:{cause['offset']}",
+    text = tribunal("audit", "explain", "--cause", f"plugin_decider:{cause['partition']}:{cause['offset']}",
                     env=worker_env).stdout
     assert f"decision seq {decisions[3]['seq']}" in text and "<- this one" in text and "reason" in text
 
     # The audit report: plots and every decision linked to its explanation, in a real browser.
     page = tmp_path / "report.html"
-    tribunal("report", "--pool", "pool-a", "--output", str(page), env=worker_env)
+    tribunal("audit", "report", "--pool", "pool-a", "--output", str(page), env=worker_env)
     dom = assert_shows_plots(page, tmp_path, plots=3)
     assert dom.count("href=\"#explain-") == 10 and dom.count("id=\"explain-") == 10
     assert decisions[3]["reason"] in dom
 
     forged = {**decisions[3], "instances": {"ats": 10, "hadoop": 0}, "seq": 7}
     asyncio.run(produce_all(kafka, [(f"{unique}.scaling-decisions", b"pool-a", json.dumps(forged).encode())]))
-    caught = tribunal("replay", "--from-kafka", "--verify", env=worker_env, check=False)
+    caught = tribunal("audit", "replay", "--from-kafka", "--verify", env=worker_env, check=False)
     assert caught.returncode == 1, caught.stdout + caught.stderr
     assert "divergence on" in caught.stdout and '"instances": {"ats": 10' in caught.stdout.replace('":{', '": {')
     assert "derived:  nothing" in caught.stdout

@@ -114,7 +114,7 @@ def test_the_what_if_command_reads_an_export_and_writes_a_page_without_a_broker(
     policy = tmp_path / "candidate.json"
     policy.write_text(json.dumps(in_force("tight", capacity=18, observe_only=True)))
     page = tmp_path / "what-if.html"
-    shown = tribunal("what-if", "--pool", "pool-0", "--policy", str(policy), "--input", str(export),
+    shown = tribunal("audit", "what-if", "--pool", "pool-0", "--policy", str(policy), "--input", str(export),
                      "--html", str(page), "--json", "--bootstrap", "127.0.0.1:9")  # never dialled
     summary = json.loads(shown.stdout)
     assert summary["candidate"] == "tight" and summary["differ"] == len(summary["differences"]) > 0
@@ -123,7 +123,7 @@ def test_the_what_if_command_reads_an_export_and_writes_a_page_without_a_broker(
     assert text.count("<figure class='plot'>") == 1 and "in force (solid) and candidate (dashed)" in text
     rows = sum(text.count(f"<tr><td>{topic}[0]@") for topic in ("policies", "plugin_decider"))
     assert rows == summary["differ"]  # the pool's policy record too: it started the pool at a smaller capacity
-    ordered = tribunal("what-if", "--pool", "pool-0", "--policy", str(policy), "--input", str(export),
+    ordered = tribunal("audit", "what-if", "--pool", "pool-0", "--policy", str(policy), "--input", str(export),
                        "--x", "order", "--show", "2", "--bootstrap", "127.0.0.1:9")
     assert "decisions that differ" in ordered.stdout and "more (--html or --json lists them all)" in ordered.stdout
 

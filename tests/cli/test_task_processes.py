@@ -1,4 +1,4 @@
-"""`tribunal task-processes`: an operator's look at what runs of a state directory live, orphans named (issue 47).
+"""`tribunal shards processes`: an operator's look at what runs of a state directory live, orphans named (issue 47).
 
 A stand-in node (`tests.processes.guarded`) is frozen and its guardian SIGKILLed: what its runs spawned is left
 with no guardian (the frozen node cannot sweep it); the command lists it as an orphan and exits 1. Thawed, the
@@ -25,21 +25,21 @@ def test_orphans_are_listed_while_nobody_ends_them_and_none_once_the_node_did(tm
         assert node.stdout is not None
         guardian = int(json.loads(node.stdout.readline())["guardian"])
         until(lambda: len(marked(mark)) >= 7, "the family running", timeout=10)
-        listed = tribunal("task-processes", "--state-dir", str(tmp_path))
+        listed = tribunal("shards", "processes", "--state-dir", str(tmp_path))
         lines = [line.split(maxsplit=4) for line in listed.stdout.splitlines()]  # a line a run
         assert [(whose, run, state) for whose, run, state, _, _ in lines] == [
             ("js/n1", f"run{i}", "guarded") for i in range(len(FAMILY))], lines
         assert sorted(int(pid) for *_, pids, _ in lines for pid in pids.split(",")) == sorted(marked(mark))
-        assert tribunal("task-processes", "--state-dir", str(tmp_path), "--orphans").stdout == ""
+        assert tribunal("shards", "processes", "--state-dir", str(tmp_path), "--orphans").stdout == ""
 
         os.kill(node.pid, signal.SIGSTOP)
         os.kill(guardian, signal.SIGKILL)
-        until(lambda: tribunal("task-processes", "--state-dir", str(tmp_path), "--orphans", check=False).returncode
+        until(lambda: tribunal("shards", "processes", "--state-dir", str(tmp_path), "--orphans", check=False).returncode
               == 1, "orphans listed", timeout=10)
-        orphans = tribunal("task-processes", "--state-dir", str(tmp_path), "--orphans", check=False).stdout
+        orphans = tribunal("shards", "processes", "--state-dir", str(tmp_path), "--orphans", check=False).stdout
         assert orphans and all(" ORPHAN " in line for line in orphans.splitlines()), orphans
         os.kill(node.pid, signal.SIGCONT)
-        until(lambda: tribunal("task-processes", "--state-dir", str(tmp_path), "--orphans", check=False).returncode
+        until(lambda: tribunal("shards", "processes", "--state-dir", str(tmp_path), "--orphans", check=False).returncode
               == 0, "the node's sweep", timeout=10)
     finally:
         os.kill(node.pid, signal.SIGCONT)

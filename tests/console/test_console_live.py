@@ -74,13 +74,13 @@ def site(kafka: str, zookeeper: str, tmp_path_factory: pytest.TempPathFactory) -
     console_port, api_port = free_ports(2)
     shards = tmp / "shards"
     s = Site(env, f"http://127.0.0.1:{console_port}", f"http://127.0.0.1:{api_port}", tokens, tmp)
-    nodes = ("shard-node", "--job-set", "js", "--command", "sleep 120", "--state-dir", str(shards), "--zookeeper",
+    nodes = ("shards", "node", "--job-set", "js", "--command", "sleep 120", "--state-dir", str(shards), "--zookeeper",
              zookeeper, "--shard-root", f"/{name}-shards", "--session-timeout", "4", "--period", "1")
     specs = {
         "worker": ("worker",),
-        "ticker": ("ticker", "--namespace", "demo", "--root", f"/{name}"),
-        "executor": ("executor", "--namespace", "demo", "--worker", "w1", "--seconds", "3"),
-        "api": ("dispatcher-api", "--port", str(api_port), "--auth-file", str(auth)),
+        "ticker": ("dispatch", "ticker", "--namespace", "demo", "--root", f"/{name}"),
+        "executor": ("dispatch", "executor", "--namespace", "demo", "--worker", "w1", "--seconds", "3"),
+        "api": ("dispatch", "api", "--port", str(api_port), "--auth-file", str(auth)),
         "console": ("console", "--port", str(console_port), "--auth-file", str(auth), "--state-dir", str(shards)),
         "n1": (*nodes, "--id", "n1", "--address", "10.0.0.1:9000"),
         "n2": (*nodes, "--id", "n2", "--address", "10.0.0.2:9000"),
@@ -92,10 +92,11 @@ def site(kafka: str, zookeeper: str, tmp_path_factory: pytest.TempPathFactory) -
         s.services[service_name] = service
     try:
         wait_until_ready(s.services["worker"], 1)  # type: ignore[arg-type]
-        tribunal("policy", "apply", str(ROOT / "examples" / "decider-pool-a.yaml"), "--pool", "pool-a", env=env)
-        tribunal("shard-tasks", "--job-set", "js", "6", env=env)
-        tribunal("jobs", "max", "--namespace", "demo", "--threads", "2", env=env)
-        tribunal("metric", "ats", "101", "--pool", "pool-a", env=env)  # out of range: a dead letter
+        tribunal("pools", "policy", "apply", str(ROOT / "examples" / "decider-pool-a.yaml"), "--pool", "pool-a",
+                 env=env)
+        tribunal("shards", "tasks", "--job-set", "js", "6", env=env)
+        tribunal("dispatch", "jobs", "max", "--namespace", "demo", "--threads", "2", env=env)
+        tribunal("pools", "metric", "ats", "101", "--pool", "pool-a", env=env)  # out of range: a dead letter
         _produce(kafka, f"{name}.scheduler-events", [
             ("g1", {"type": "SchedulerRegistered", "group": "g1", "scheduler": s_id, "fault_tolerance": 1,
                     "alarm_threshold": 3}) for s_id in ("A", "B")])
@@ -198,7 +199,7 @@ def test_every_page_loads_live_clean_and_accessible_and_records_appear_without_a
     check(browser, "pool")
     rows = len(browser.find_elements("css selector", "tr[data-seq]"))
     sent = time.monotonic()
-    tribunal("metric", "ats", "75", "--pool", "pool-a", env=site.env)
+    tribunal("pools", "metric", "ats", "75", "--pool", "pool-a", env=site.env)
     until(lambda: len(browser.find_elements("css selector", "tr[data-seq]")) > rows,
           lambda: f"the decision to appear: {text_of(browser)}", UPDATE_BOUND_S)
     print(f"decision on the page {time.monotonic() - sent:.1f} s after the metric was sent")
@@ -298,6 +299,7 @@ def test_a_reader_sees_no_admin_action_and_a_forged_one_is_refused(site: Site, b
 
 
 def _commands(site: Site) -> list[dict[str, Any]]:
-    tail = tribunal("tail", "dispatch-commands", "--json", "--from-beginning", "--max", "1000", "--idle-timeout",
+    tail = tribunal("topics", "tail", "dispatch-commands", "--json", "--from-beginning", "--max", "1000",
+                    "--idle-timeout",
                     "3", env=site.env)
     return [json.loads(line)["value"] for line in tail.stdout.splitlines()]

@@ -1,4 +1,4 @@
-"""`tribunal actuate` live: a real worker, Kafka, ZooKeeper, and real processes as the target's copies."""
+"""`tribunal pools actuate` live: a real worker, Kafka, ZooKeeper, and real processes as the target's copies."""
 
 from __future__ import annotations
 
@@ -64,7 +64,8 @@ def test_the_process_target_follows_decisions_puts_back_a_killed_copy_and_one_ac
     ports = free_ports(2)
 
     def actuator(name: str, port: int) -> Service:
-        return Service(loop.cli_env(), tmp_path / f"{name}.log", "actuate", "--pool", pool, "--target", "process",
+        return Service(loop.cli_env(), tmp_path / f"{name}.log", "pools", "actuate", "--pool", pool, "--target",
+                       "process",
                        "--command", "sleep 600", "--state-dir", str(state), "--interval", "0.2", "--grace", "2",
                        "--root", loop.root, "--metrics-port", str(port))
 
@@ -118,7 +119,7 @@ def test_the_process_target_follows_decisions_puts_back_a_killed_copy_and_one_ac
     assert {p.actuator for p in passes} == {p.actuator for p in passes if p.applied} and len({p.actuator for p in
                                                                                              passes}) == 2
     page = tmp_path / "report.html"
-    tribunal("report", "--pool", pool, "-o", str(page), env=loop.env)
+    tribunal("audit", "report", "--pool", pool, "-o", str(page), env=loop.env)
     assert "The loop: load, decided instances, and what runs" in page.read_text()
 
 

@@ -63,7 +63,7 @@ def test_a_cut_off_elected_actuator_stops_applying_before_another_is_elected_and
     space = network.namespace()
 
     def actuator(name: str, wrap: list[str]) -> Service:
-        return Service(loop.cli_env(), tmp_path / f"{name}.log", "actuate", "--pool", pool, "--target", "exec",
+        return Service(loop.cli_env(), tmp_path / f"{name}.log", "pools", "actuate", "--pool", pool, "--target", "exec",
                        "--command", command, "--observe-command", observe, "--interval", "0.2",
                        "--root", loop.root, "--session-timeout", str(SESSION), wrap=wrap)
 

@@ -40,7 +40,7 @@ def test_a_pool_whose_decisions_carry_what_they_changed_has_the_same_desired_sta
             assert [(d.form, dict(d.instances)) for d in heard] == [
                 ("changes", {"web": 1, "batch": 1}), ("changes", {"web": 5}), ("changes", {"batch": 2})]
             assert client.desired().instances == {"web": 5, "batch": 2} and client.desired().seq == 3
-            verified = await asyncio.to_thread(tribunal, "replay", "--from-kafka", "--verify", env=loop.env)
+            verified = await asyncio.to_thread(tribunal, "audit", "replay", "--from-kafka", "--verify", env=loop.env)
             assert "agree" in verified.stdout, verified.stdout
             follower.cancel()
         async with DeciderClient(loop.settings, "c2", group_id=None) as late:
@@ -67,7 +67,7 @@ def test_the_client_writes_hears_each_decision_once_and_a_late_one_starts_from_t
             await eventually(lambda: len(heard) >= 3, "the observation's decision")
             assert heard[2].trigger.kind == "observed" and [d.seq for d in heard] == [1, 2, 3]
             assert client.desired().instances == {"web": 3, "batch": 1}
-            verified = await asyncio.to_thread(tribunal, "replay", "--from-kafka", "--verify", env=loop.env)
+            verified = await asyncio.to_thread(tribunal, "audit", "replay", "--from-kafka", "--verify", env=loop.env)
             assert "agree" in verified.stdout, verified.stdout  # pool-instances among what is compared
 
             producer = kafka.producer(loop.settings.kafka_bootstrap)

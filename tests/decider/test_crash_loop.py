@@ -39,7 +39,8 @@ def test_a_copy_that_exits_at_once_backs_off_is_reported_once_and_runs_again_whe
     broken.touch()  # batch's release is bad: its copies exit at once, status 3
     command = f"sh -c 'test \"$TRIBUNAL_APP\" = batch -a -e {broken} && exit 3; exec sleep 600'"
     [port] = free_ports(1)
-    actuator = Service(loop.cli_env(), tmp_path / "actuate.log", "actuate", "--pool", pool, "--target", "process",
+    actuator = Service(loop.cli_env(), tmp_path / "actuate.log", "pools", "actuate", "--pool", pool, "--target",
+                       "process",
                        "--command", command, "--state-dir", str(state), "--interval", "0.5", "--report-after", "3",
                        "--grace", "1", "--no-election", "--metrics-port", str(port))
     actuator.start()

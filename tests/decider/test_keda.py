@@ -61,7 +61,7 @@ def ref(pool: str, app: str | None) -> Any:
 
 def test_spec_metrics_and_the_active_stream_follow_decisions(loop: Loop, tmp_path: Path) -> None:
     [port] = free_ports(1)
-    scaler = Service(loop.env, tmp_path / "keda.log", "keda-scaler", "--port", str(port))
+    scaler = Service(loop.env, tmp_path / "keda.log", "pools", "keda-scaler", "--port", str(port))
     pool = "keda"
 
     def write(act: Callable[[DeciderClient], Any]) -> None:

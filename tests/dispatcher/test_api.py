@@ -37,10 +37,10 @@ def call(base: str, method: str, path: str, body: Any = None, raw: bytes | None 
 @contextmanager
 def serving(worker_env: dict[str, str], worker: Worker | None, tmp_path: Path, *args: str,
             scheme: str = "http", context: Any = None) -> Iterator[tuple[str, Service]]:
-    """`tribunal dispatcher-api ARGS` on a free port, answering, beside a worker that has its partitions."""
+    """`tribunal dispatch api ARGS` on a free port, answering, beside a worker that has its partitions."""
     [port] = free_ports(1)
     base = f"{scheme}://127.0.0.1:{port}"
-    with running(Service(worker_env, tmp_path / "api.log", "dispatcher-api", "--port", str(port), *args)) as api:
+    with running(Service(worker_env, tmp_path / "api.log", "dispatch", "api", "--port", str(port), *args)) as api:
         if worker is not None:
             wait_until_ready(worker, 1)
         until(lambda: answers(base, context), lambda: f"the API to answer: {api.log()}")

@@ -92,7 +92,7 @@ def status_of(base: str, method: str, path: str, body: Any, token: str | None) -
 
 def commands(worker_env: dict[str, str], count: int) -> list[dict[str, Any]]:
     """The first `count` records of dispatch-commands, read back from Kafka."""
-    tail = tribunal("tail", "dispatch-commands", "--json", "--from-beginning", "--max", str(count),
+    tail = tribunal("topics", "tail", "dispatch-commands", "--json", "--from-beginning", "--max", str(count),
                     "--idle-timeout", "20", env=worker_env)
     return [json.loads(line)["value"] for line in tail.stdout.splitlines()]
 
@@ -135,7 +135,7 @@ def test_every_route_against_every_caller_and_only_the_allowed_writes_reach_kafk
 
         # a revocation holds from the next request, without a restart
         assert call(base, "GET", f"/namespaces/{NS}", token=tokens["reader"])[0] == 200
-        tribunal("dispatcher-api", "token", "revoke", "reader", "--auth-file", str(auth))
+        tribunal("dispatch", "api", "token", "revoke", "reader", "--auth-file", str(auth))
         assert call(base, "GET", f"/namespaces/{NS}", token=tokens["reader"])[0] == 401
 
         # a body past the limit: 413; a caller past its rate: 429 with Retry-After

@@ -110,25 +110,25 @@ def test_serving_others_without_authentication_is_refused_unless_said_out_loud(t
     check_exposure("0.0.0.0", None, True)
     check_exposure("0.0.0.0", tmp_path / "auth.json", False)
     check_exposure("127.0.0.1", None, False)
-    done = subprocess.run([TRIBUNAL, "dispatcher-api", "--host", "0.0.0.0", "--port", "1"], capture_output=True,
+    done = subprocess.run([TRIBUNAL, "dispatch", "api", "--host", "0.0.0.0", "--port", "1"], capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 1 and "refusing to serve" in done.stderr and "--insecure" in done.stderr
 
 
 def test_the_token_commands_print_a_token_once_and_list_no_secret(tmp_path: Path) -> None:
     path = tmp_path / "auth.json"
-    made = subprocess.run([TRIBUNAL, "dispatcher-api", "token", "create", "--auth-file", str(path), "--name", "ops",
+    made = subprocess.run([TRIBUNAL, "dispatch", "api", "token", "create", "--auth-file", str(path), "--name", "ops",
                            "--role", "admin", "--namespace", "ns", "--namespace", "ns2"],
                           capture_output=True, text=True, timeout=60, check=True)
     token = made.stdout.strip().splitlines()[-1]
     assert Keyring(path).by_token(token) is not None
-    listed = subprocess.run([TRIBUNAL, "dispatcher-api", "token", "list", "--auth-file", str(path), "--json"],
+    listed = subprocess.run([TRIBUNAL, "dispatch", "api", "token", "list", "--auth-file", str(path), "--json"],
                             capture_output=True, text=True, timeout=60, check=True).stdout
     assert json.loads(listed)["namespaces"] == ["ns", "ns2"] and token not in listed and "sha256" not in listed
-    subprocess.run([TRIBUNAL, "dispatcher-api", "token", "revoke", "ops", "--auth-file", str(path)], check=True,
+    subprocess.run([TRIBUNAL, "dispatch", "api", "token", "revoke", "ops", "--auth-file", str(path)], check=True,
                    capture_output=True, timeout=60)
     assert Keyring(path).by_token(token) is None
     os.chmod(path, 0o640)
-    refused = subprocess.run([TRIBUNAL, "dispatcher-api", "--auth-file", str(path), "--port", "1"],
+    refused = subprocess.run([TRIBUNAL, "dispatch", "api", "--auth-file", str(path), "--port", "1"],
                              capture_output=True, text=True, timeout=60)
     assert refused.returncode == 1 and "open to others" in refused.stderr

@@ -19,7 +19,8 @@ from tests.helpers import Service, Worker, end_offsets, eventually, produce_all,
 
 
 def ticker(env: dict[str, str], tmp_path: Path, unique: str, name: str = "ticker") -> Service:
-    return Service(env, tmp_path / f"{name}.log", "ticker", "--root", f"/{unique}", "--session-timeout", "4")
+    return Service(env, tmp_path / f"{name}.log", "dispatch", "ticker", "--root", f"/{unique}", "--session-timeout",
+                   "4")
 
 
 @pytest.fixture
@@ -79,15 +80,15 @@ def test_the_demo_executor_runs_what_the_cli_assigns(env: dict[str, str], worker
                                                      unique: str) -> None:
     clock = ticker(env, tmp_path, unique)
     run_log = tmp_path / "runs.jsonl"
-    executor = Service(env, tmp_path / "executor.log", "executor", "--namespace", "demo", "--worker", "w1",
+    executor = Service(env, tmp_path / "executor.log", "dispatch", "executor", "--namespace", "demo", "--worker", "w1",
                        "--seconds", "0.2", "--run-log", str(run_log))
     clock.start()
     executor.start()
     try:
         wait_until_ready(worker, 1)
         time.sleep(3)  # the executor joins its group before the jobs are assigned
-        tribunal("jobs", "max", "--namespace", "demo", "--threads", "1", env=env)
-        out = tribunal("jobs", "assign", "--namespace", "demo", "--worker", "w1", "--count", "3",
+        tribunal("dispatch", "jobs", "max", "--namespace", "demo", "--threads", "1", env=env)
+        out = tribunal("dispatch", "jobs", "assign", "--namespace", "demo", "--worker", "w1", "--count", "3",
                        "--external-id", "demo", env=env).stdout
         uuids = out.split()[-3:]
         def finished() -> list[dict[str, Any]]:
@@ -99,12 +100,13 @@ def test_the_demo_executor_runs_what_the_cli_assigns(env: dict[str, str], worker
         assert [x["uuid"] for x in lines if x["event"] == "start"] == uuids
         events = [x["event"] for x in lines]
         assert events == ["start", "finish"] * 3  # a cap of 1: one at a time
-        state = json.loads(tribunal("state", "--namespace", "demo", "--json", env=env).stdout)
+        state = json.loads(tribunal("dispatch", "state", "--namespace", "demo", "--json", env=env).stdout)
         assert (state["running"], state["pending"]) == (0, 0)
-        ended = tribunal("jobs", "show", uuids[0], "--namespace", "demo", env=env).stdout  # it left the state:
+        ended = tribunal("dispatch", "jobs", "show", uuids[0], "--namespace", "demo",
+                         env=env).stdout  # it left the state:
         assert ended.startswith(f"job       {uuids[0]} in namespace demo")  # its history, from the log
         assert "final     JobFinished (attempt 1)" in ended and "sent by" not in ended  # the CLI writes as no one
-        never = tribunal("jobs", "show", "no-such-job", "--namespace", "demo", env=env, check=False)
+        never = tribunal("dispatch", "jobs", "show", "no-such-job", "--namespace", "demo", env=env, check=False)
         assert never.returncode == 1 and "neither pending nor running" in never.stderr
     finally:
         executor.stop()
@@ -131,7 +133,7 @@ def test_one_ticker_ticks_at_a_time_and_another_takes_over_when_it_dies(
         first.stop()
         second.stop()
     ticks = [r["value"] for r in map(json.loads, tribunal(
-        "tail", "ticks", "--json", "--from-beginning", "--idle-timeout", "3", env=env).stdout.splitlines())]
+        "topics", "tail", "ticks", "--json", "--from-beginning", "--idle-timeout", "3", env=env).stdout.splitlines())]
     assert ticks and all(t["namespace"] == "always" for t in ticks)
     nows = [t["now"] for t in ticks]
     # one ticker at a time: ticks about 100 ms apart, never two within a few ms (both tickers would interleave)
@@ -205,7 +207,7 @@ def test_the_executor_runs_each_job_as_a_process_judged_by_its_exit_and_deadline
     run_log = tmp_path / "runs.jsonl"
     command = ("sh -c 'case {external_id} in ok) exit 0;; bad) exit 3;; "
                "*) sleep 60 & sleep 60 & wait;; esac' {info}")
-    executor = Service(env, tmp_path / "executor.log", "executor", "--namespace", "px", "--worker", "w1",
+    executor = Service(env, tmp_path / "executor.log", "dispatch", "executor", "--namespace", "px", "--worker", "w1",
                        "--run-log", str(run_log), "--command", command, "--state-dir", str(tmp_path / "jobs"),
                        "--term-grace", "0.5")
     settings = Settings(kafka_bootstrap=env["KAFKA_BOOTSTRAP"], topic_prefix=f"{unique}.", app_id=unique)

@@ -39,11 +39,13 @@ def test_an_executor_runs_its_jobs_through_the_api_alone_and_resumes_after_the_a
     # the tenant's environment names no broker it could reach, and no credentials: only the API
     tenant_env = {k: v for k, v in os.environ.items() if not k.startswith("TRIBUNAL_")}
     tenant_env["TRIBUNAL_KAFKA_BOOTSTRAP"] = "127.0.0.1:9"
-    api = Service(worker_env, tmp_path / "api.log", "dispatcher-api", "--port", str(port), "--auth-file", str(auth))
-    executor = Service(tenant_env, tmp_path / "executor.log", "executor", "--namespace", NS, "--worker", "w1",
+    api = Service(worker_env, tmp_path / "api.log", "dispatch", "api", "--port", str(port), "--auth-file", str(auth))
+    executor = Service(tenant_env, tmp_path / "executor.log", "dispatch", "executor", "--namespace", NS, "--worker",
+                       "w1",
                        "--seconds", "0.2", "--run-log", str(run_log), "--api", base, "--token-file", str(tenant_file),
                        "--state-dir", str(tmp_path / "executor"))
-    ticker = Service(worker_env, tmp_path / "ticker.log", "ticker", "--namespace", NS, "--root", f"/{NS}-{port}")
+    ticker = Service(worker_env, tmp_path / "ticker.log", "dispatch", "ticker", "--namespace", NS, "--root",
+                     f"/{NS}-{port}")
     with running(api), running(ticker):
         wait_until_ready(worker, 1)
         until(lambda: answers(base), lambda: f"the API to answer: {api.log()}")
@@ -67,7 +69,7 @@ def test_an_executor_runs_its_jobs_through_the_api_alone_and_resumes_after_the_a
                   lambda: f"the first jobs to run: {executor.log()[-3000:]}", timeout=90)
 
             api.kill()  # the stream breaks; starts written now must reach the executor after the API is back
-            written = tribunal("jobs", "assign", "--namespace", NS, "--worker", "w1", "--count", "3",
+            written = tribunal("dispatch", "jobs", "assign", "--namespace", NS, "--worker", "w1", "--count", "3",
                                env=worker_env).stdout.splitlines()
             second = written[1:]
             assert len(second) == 3
@@ -81,7 +83,8 @@ def test_an_executor_runs_its_jobs_through_the_api_alone_and_resumes_after_the_a
         starts = [(r["uuid"], r["attempt"]) for r in runs(run_log) if r["event"] == "start"]
         assert sorted(starts) == sorted(set(starts)) and {u for u, _ in starts} == set(first) | set(second)
         # the outcomes on the log, and who reported them
-        tail = tribunal("tail", "dispatch-commands", "--json", "--from-beginning", "--max", "100", "--idle-timeout",
+        tail = tribunal("topics", "tail", "dispatch-commands", "--json", "--from-beginning", "--max", "100",
+                        "--idle-timeout",
                         "5", env=worker_env)
         finishes = {v["uuid"]: v.get("principal") for v in (json.loads(line)["value"] for line in
                                                              tail.stdout.splitlines()) if v["type"] == "JobFinished"}

@@ -46,7 +46,7 @@ def test_an_executor_cut_off_mid_job_has_its_late_report_refused_and_the_retry_r
     marks, run_log = tmp_path / "marks", tmp_path / "runs.jsonl"
     # each attempt leaves a mark; the first takes 2 s, the retry none
     command = f"sh -c 'echo {{attempt}} >> {marks}; [ {{attempt}} = 1 ] && sleep 2; exit 0'"
-    executor = Service(env, tmp_path / "executor.log", "executor", "--namespace", "px", "--worker", "w1",
+    executor = Service(env, tmp_path / "executor.log", "dispatch", "executor", "--namespace", "px", "--worker", "w1",
                        "--run-log", str(run_log), "--command", command, "--state-dir", str(tmp_path / "jobs"),
                        "--term-grace", "0.5", wrap=space.wrap([]))
     clock = ticker(env, tmp_path, unique)

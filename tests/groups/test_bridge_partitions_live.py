@@ -45,7 +45,7 @@ class TwoBridges(Group):
     proxy: Proxy
 
     def bridge_via(self, name: str, zookeeper: str) -> Service:
-        service = Service({**self.env, "ZOOKEEPER_HOSTS": zookeeper}, self.tmp / f"{name}.log", "zk-bridge",
+        service = Service({**self.env, "ZOOKEEPER_HOSTS": zookeeper}, self.tmp / f"{name}.log", "groups", "bridge",
                           "--root", self.root, "--snapshot-interval", "2", "--session-timeout", str(SESSION))
         service.start()
         self.services[name] = service

@@ -3,7 +3,7 @@
 Each scheduler process logs every job it starts and stops; the tests check that no job ever ran
 on two schedulers at once, that a SIGKILLed scheduler's jobs are re-owned by the others, that
 with half the watch events dropped the limits still equal the truth after a snapshot, and that
-`tribunal rebalance` evens the load through the offline list.
+`tribunal groups rebalance` evens the load through the offline list.
 """
 
 from __future__ import annotations
@@ -47,11 +47,11 @@ class Group:
         return service
 
     def bridge(self, *extra: str) -> Service:
-        return self.start("bridge", "zk-bridge", "--root", self.root, "--snapshot-interval", "2",
+        return self.start("bridge", "groups", "bridge", "--root", self.root, "--snapshot-interval", "2",
                           "--session-timeout", "4", *extra)
 
     def scheduler(self, sid: str) -> Service:
-        return self.start(sid, "scheduler", "--group", "g", "--id", sid, "--root", self.root,
+        return self.start(sid, "groups", "scheduler", "--group", "g", "--id", sid, "--root", self.root,
                           "--run-log", str(self.tmp / f"runs-{sid}.jsonl"), "--session-timeout", "4",
                           "--alarm-threshold", "8", "--drain-interval", "0.2")
 
@@ -156,7 +156,7 @@ def test_a_killed_schedulers_jobs_are_reowned_and_no_job_runs_twice(group: Group
         return health.get("K") == JOBS and health.get("S") == 2 and health.get("orphans") == []
 
     group.wait("group-health shows the truth", limits_agree, timeout=60)
-    shown = json.loads(tribunal("state", "--group", "g", env=group.env).stdout)
+    shown = json.loads(tribunal("groups", "state", "--group", "g", env=group.env).stdout)
     assert (shown["K"], shown["S"], sorted(shown["schedulers"])) == (JOBS, 2, sorted(set("ABC") - {victim}))
     limits = latest(kafka, f"{unique}.rejection-limits")
     assert limits[f"g/{victim}"]["live"] is False
@@ -207,7 +207,7 @@ def test_rebalance_moves_jobs_to_a_newcomer_through_the_offline_list(group: Grou
     group.wait("every job is owned", lambda: len(group.owners()) == JOBS)
     group.scheduler("C")
     group.wait("C is registered", lambda: group.zk.exists(group.path("schedulers", "C")) is not None)
-    result = tribunal("rebalance", "--group", "g", "--root", group.root, "--timeout", "120", env=group.env)
+    result = tribunal("groups", "rebalance", "--group", "g", "--root", group.root, "--timeout", "120", env=group.env)
     assert "is balanced" in result.stdout
     counts = [list(group.owners().values()).count(s) for s in "ABC"]
     assert sum(counts) == JOBS and max(counts) - min(counts) <= 1, counts

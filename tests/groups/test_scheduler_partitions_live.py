@@ -87,5 +87,5 @@ def test_a_cut_off_scheduler_stops_its_jobs_before_its_session_expires_and_none_
 
     group.wait("the limits of the membership the log holds", limits_after, timeout=60)
     assert "ZooKeeper connection suspended: stopped its" in group.services["A"].log(), group.services["A"].log()[-3000:]
-    shown = json.loads(tribunal("state", "--group", "g", env=group.env).stdout)
+    shown = json.loads(tribunal("groups", "state", "--group", "g", env=group.env).stdout)
     assert shown["K"] == JOBS, shown

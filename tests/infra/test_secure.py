@@ -1,5 +1,5 @@
 """The secured stack (`tribunal infra up --secure`): SASL_SSL with SCRAM users, a local CA, ACLs from
-`tribunal acl apply`, and ZooKeeper nodes only tribunal's services may change.
+`tribunal infra acl apply`, and ZooKeeper nodes only tribunal's services may change.
 
 One stack for the module. The worker, the CLI, the ZooKeeper bridge and a scheduler run as an operator
 would run them, each with its principal's `.env` file; the refusals come from the broker and ZooKeeper.
@@ -89,29 +89,29 @@ def test_worker_cli_bridge_and_scheduler_work_over_sasl_ssl_with_least_rights(st
     [web] = free_ports(1)
     worker_env = stack.env("worker", p, TRIBUNAL_DATA_DIR=str(tmp_path / "worker"), TRIBUNAL_WEB_PORT=str(web))
     tribunal("topics", "create", env=admin)
-    assert "granted" in tribunal("acl", "apply", env=admin).stdout
+    assert "granted" in tribunal("infra", "acl", "apply", env=admin).stdout
 
     worker = Worker(worker_env, tmp_path / "worker.log")
     worker.start()
     services: list[Service] = [worker]
     try:
         wait_until_ready(worker, 1)
-        tribunal("policy", "apply", str(EXAMPLE_POLICY), "--pool", "pool-a", env=admin)
-        tribunal("metric", "ats", "90", "--pool", "pool-a", env=producer)
-        decisions = tribunal("tail", "scaling-decisions", "--json", "--from-beginning", "--max", "2",
+        tribunal("pools", "policy", "apply", str(EXAMPLE_POLICY), "--pool", "pool-a", env=admin)
+        tribunal("pools", "metric", "ats", "90", "--pool", "pool-a", env=producer)
+        decisions = tribunal("topics", "tail", "scaling-decisions", "--json", "--from-beginning", "--max", "2",
                              "--idle-timeout", "60", env=auditor)
         causes = [json.loads(line)["value"]["cause"]["topic"] for line in decisions.stdout.splitlines()]
         assert causes == [p + "policies", p + "plugin_decider"]  # the policy's own decision, then the metric's
-        assert "agree" in tribunal("replay", "--from-kafka", "--verify", env=auditor).stdout
+        assert "agree" in tribunal("audit", "replay", "--from-kafka", "--verify", env=auditor).stdout
 
         root = f"/{unique}"
-        for name, args in (("bridge", ("zk-bridge", "--root", root, "--snapshot-interval", "2")),
-                           ("scheduler", ("scheduler", "--group", "g", "--id", "A", "--root", root,
+        for name, args in (("bridge", ("groups", "bridge", "--root", root, "--snapshot-interval", "2")),
+                           ("scheduler", ("groups", "scheduler", "--group", "g", "--id", "A", "--root", root,
                                           "--run-log", str(tmp_path / "runs.jsonl")))):
             service = Service(worker_env, tmp_path / f"{name}.log", *args)
             service.start()
             services.append(service)
-        limits = tribunal("tail", "rejection-limits", "--json", "--from-beginning", "--max", "1",
+        limits = tribunal("topics", "tail", "rejection-limits", "--json", "--from-beginning", "--max", "1",
                           "--idle-timeout", "90", env=auditor)
         [limit] = [json.loads(line) for line in limits.stdout.splitlines()]
         assert limit["key"] == "g/A", [s.log()[-2000:] for s in services]
@@ -164,9 +164,9 @@ def test_a_producer_can_neither_set_policies_nor_forge_decisions(stack: Stack, u
     p = f"{unique}."
     admin, producer = stack.env("admin", p), stack.env("producer", p)
     tribunal("topics", "create", env=admin)
-    tribunal("acl", "apply", env=admin)
+    tribunal("infra", "acl", "apply", env=admin)
 
-    refused = one_line_error(run(producer, "policy", "apply", str(EXAMPLE_POLICY), "--pool", "pool-a"))
+    refused = one_line_error(run(producer, "pools", "policy", "apply", str(EXAMPLE_POLICY), "--pool", "pool-a"))
     assert "TopicAuthorizationFailed" in refused and p + "policies" in refused
 
     async def forge() -> None:
@@ -189,22 +189,25 @@ def test_a_producer_can_neither_set_policies_nor_forge_decisions(stack: Stack, u
                            "-X", f"ssl.ca.location={stack.credentials.ca}"],
                           input="forged\n", capture_output=True, text=True, timeout=60)
     assert "Topic authorization failed" in kcat.stderr, kcat  # a third-party client, refused alike
-    assert "sent to" in tribunal("metric", "ats", "50", "--pool", "pool-a", env=producer).stdout  # its own topics
+    assert "sent to" in tribunal("pools", "metric", "ats", "50", "--pool", "pool-a",
+                                 env=producer).stdout  # its own topics
 
 
 def test_a_wrong_password_or_an_untrusted_broker_is_one_line_and_exit_1(stack: Stack, unique: str,
                                                                         tmp_path: Path) -> None:
     p = f"{unique}."
-    wrong = one_line_error(run(stack.env("producer", p, TRIBUNAL_SASL_PASSWORD="not-it"), "metric", "ats", "5"))
+    wrong = one_line_error(run(stack.env("producer", p, TRIBUNAL_SASL_PASSWORD="not-it"),
+                               "pools", "metric", "ats", "5"))
     assert "SaslAuthenticationFailed" in wrong or "invalid credentials" in wrong, wrong
 
     other_ca = tmp_path / "other-ca.pem"
     other_ca.write_text(_certificates()[0])
-    untrusted = one_line_error(run(stack.env("producer", p, TRIBUNAL_SSL_CAFILE=str(other_ca)), "metric", "ats", "5"))
+    untrusted = one_line_error(run(stack.env("producer", p, TRIBUNAL_SSL_CAFILE=str(other_ca)),
+                                   "pools", "metric", "ats", "5"))
     assert "CERTIFICATE_VERIFY_FAILED" in untrusted, untrusted
 
     missing = one_line_error(run(stack.env("producer", p, TRIBUNAL_SSL_CAFILE=str(tmp_path / "nowhere.pem")),
-                                 "metric", "ats", "5"))
+                                 "pools", "metric", "ats", "5"))
     assert "cannot load the TLS files" in missing
 
 
@@ -230,7 +233,7 @@ def test_a_broker_with_an_expired_certificate_is_one_line_and_exit_1(stack: Stac
         pid = stack.cluster._start(broker)
         stack.cluster._wait(broker, pid, lambda: _port_open(broker.port), 120)
         expired = one_line_error(run(stack.env("producer", f"{unique}.", TRIBUNAL_SSL_CAFILE=str(trusted)),
-                                     "metric", "ats", "5"))
+                                     "pools", "metric", "ats", "5"))
         assert "certificate has expired" in expired, expired
     finally:
         stack.cluster.kill(broker)
@@ -254,8 +257,8 @@ def test_a_tenant_runs_its_jobs_through_the_api_with_a_token_and_no_kafka_user(s
     web, port = free_ports(2)
     worker_env = stack.env("worker", p, TRIBUNAL_DATA_DIR=str(tmp_path / "worker"), TRIBUNAL_WEB_PORT=str(web))
     tribunal("topics", "create", env=admin)
-    tribunal("acl", "apply", env=admin)
-    refused = one_line_error(run(producer, "jobs", "assign", "--namespace", "sec", "--worker", "w1"))
+    tribunal("infra", "acl", "apply", env=admin)
+    refused = one_line_error(run(producer, "dispatch", "jobs", "assign", "--namespace", "sec", "--worker", "w1"))
     assert "TopicAuthorizationFailed" in refused and p + "dispatch-commands" in refused
 
     auth = tmp_path / "auth.json"
@@ -267,10 +270,12 @@ def test_a_tenant_runs_its_jobs_through_the_api_with_a_token_and_no_kafka_user(s
     plain = {k: v for k, v in os.environ.items() if not k.startswith("TRIBUNAL_") and k != "KAFKA_BOOTSTRAP"}
     run_log = tmp_path / "runs.jsonl"
     services = [Worker(worker_env, tmp_path / "worker.log"),
-                Service(worker_env, tmp_path / "api.log", "dispatcher-api", "--port", str(port), "--auth-file",
+                Service(worker_env, tmp_path / "api.log", "dispatch", "api", "--port", str(port), "--auth-file",
                         str(auth)),
-                Service(worker_env, tmp_path / "ticker.log", "ticker", "--namespace", "sec", "--root", f"/{unique}"),
-                Service({**plain, "TRIBUNAL_KAFKA_BOOTSTRAP": "127.0.0.1:9"}, tmp_path / "executor.log", "executor",
+                Service(worker_env, tmp_path / "ticker.log", "dispatch", "ticker", "--namespace", "sec", "--root",
+                        f"/{unique}"),
+                Service({**plain, "TRIBUNAL_KAFKA_BOOTSTRAP": "127.0.0.1:9"}, tmp_path / "executor.log", "dispatch",
+                        "executor",
                         "--namespace", "sec", "--worker", "w1", "--seconds", "0.2", "--run-log", str(run_log),
                         "--api", base, "--token-file", str(token_file), "--state-dir", str(tmp_path / "executor"))]
     for service in services:
@@ -291,7 +296,8 @@ def test_a_tenant_runs_its_jobs_through_the_api_with_a_token_and_no_kafka_user(s
             return {json.loads(line)["uuid"] for line in lines if json.loads(line)["event"] == "finish"}
 
         until(lambda: finished() >= set(body["uuids"]), lambda: f"the jobs to run: {services[3].log()[-2000:]}", 90)
-        tail = tribunal("tail", "dispatch-commands", "--json", "--from-beginning", "--max", "3", "--idle-timeout",
+        tail = tribunal("topics", "tail", "dispatch-commands", "--json", "--from-beginning", "--max", "3",
+                        "--idle-timeout",
                         "30", env=auditor)
         values = [json.loads(line)["value"] for line in tail.stdout.splitlines()]
         sent = [(v["type"], v.get("principal")) for v in values]

@@ -1,4 +1,4 @@
-"""`tribunal replay` over an exported log: the seed's worked example, dead letters, exact bytes."""
+"""`tribunal audit replay` over an exported log: the seed's worked example, dead letters, exact bytes."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def worked_example_log(path: Path) -> None:
 def test_the_seeds_worked_example_through_tribunal_replay(tmp_path: Path) -> None:
     log, out = tmp_path / "log.jsonl", tmp_path / "out.jsonl"
     worked_example_log(log)
-    result = tribunal("replay", "--input", str(log), "--output", str(out))
+    result = tribunal("audit", "replay", "--input", str(log), "--output", str(out))
     assert "replayed 8 records (1 skipped)" in result.stderr
     rows = [json.loads(x) for x in out.read_text().splitlines()]
     decisions = [r["value"] for r in rows if r["topic"] == "scaling-decisions"]
@@ -71,15 +71,15 @@ def test_replay_is_byte_for_byte_reproducible(tmp_path: Path) -> None:
     log = tmp_path / "log.jsonl"
     worked_example_log(log)
     first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
-    tribunal("replay", "-i", str(log), "-o", str(first))
-    tribunal("replay", "-i", str(log), "-o", str(second))
+    tribunal("audit", "replay", "-i", str(log), "-o", str(first))
+    tribunal("audit", "replay", "-i", str(log), "-o", str(second))
     assert first.read_bytes() == second.read_bytes() and first.stat().st_size > 0
 
 
 def test_a_corrupt_line_is_reported_with_its_number(tmp_path: Path) -> None:
     log = tmp_path / "log.jsonl"
     log.write_text(line("policies", 0, seed_policy()) + "\n{not a record\n")
-    result = tribunal("replay", "-i", str(log), "-o", str(tmp_path / "out.jsonl"), check=False)
+    result = tribunal("audit", "replay", "-i", str(log), "-o", str(tmp_path / "out.jsonl"), check=False)
     assert result.returncode == 1 and "line 2 is not a record line" in result.stderr
 
 
@@ -93,14 +93,15 @@ def test_a_bad_line_after_many_records_ends_a_replay_on_several_processes_as_on_
     outputs = []
     for jobs in ("1", "2"):
         out = tmp_path / f"out-{jobs}.jsonl"
-        result = tribunal("replay", "-i", str(log), "-o", str(out), "--jobs", jobs, check=False, timeout=120)
+        result = tribunal("audit", "replay", "-i", str(log), "-o", str(out), "--jobs", jobs, check=False, timeout=120)
         assert result.returncode == 1 and "line 18002 is not a record line" in result.stderr
         outputs.append(out.read_bytes())
     assert outputs[0] == outputs[1] and outputs[0].count(b"\n") > 18_000
 
 
 def lines_of(records: list[SourceRecord]) -> list[bytes]:
-    """Export lines of `records`, in the layouts a replay file may have: `tribunal export`'s, `json.dumps`' (spaces,
+    """Export lines of `records`, in the layouts a replay file may have: `tribunal audit export`'s, `json.dumps`'
+    (spaces,
     non-ASCII escaped), fields in another order, the key written twice (the last one counts)."""
     lines = []
     for i, record in enumerate(records):
@@ -233,7 +234,7 @@ def test_a_log_decided_before_decisions_could_carry_only_changes_replays_to_the_
     kind of decision) replayed on this tree give, byte for byte, what the tree before the change wrote."""
     data = Path(__file__).parent / "data"
     out = tmp_path / "out.jsonl"
-    tribunal("replay", "-i", str(data / "decisions-before-49.inputs.jsonl"), "-o", str(out))
+    tribunal("audit", "replay", "-i", str(data / "decisions-before-49.inputs.jsonl"), "-o", str(out))
     expected = (data / "decisions-before-49.outputs.jsonl").read_bytes()
     assert expected.count(b"scaling-decisions") > 200 and b'"round":"preempt"' in expected
     assert out.read_bytes() == expected
@@ -245,7 +246,7 @@ def test_a_dispatcher_log_written_before_commands_named_their_sender_replays_to_
     what the tree before the change wrote."""
     data = Path(__file__).parent / "data"
     out = tmp_path / "out.jsonl"
-    tribunal("replay", "-i", str(data / "dispatch-before-56.inputs.jsonl"), "-o", str(out))
+    tribunal("audit", "replay", "-i", str(data / "dispatch-before-56.inputs.jsonl"), "-o", str(out))
     expected = (data / "dispatch-before-56.outputs.jsonl").read_bytes()
     assert expected.count(b'"JobStarted"') > 50 and b'"JobRetryScheduled"' in expected and b"late_report" in expected
     assert out.read_bytes() == expected

@@ -66,7 +66,7 @@ class CommandJobSet(JobSet):
     command = COMMAND
 
     def start(self, node: str) -> None:
-        service = Service(self.env, self.tmp / f"{node}.log", "shard-node", "--job-set", "js", "--id", node,
+        service = Service(self.env, self.tmp / f"{node}.log", "shards", "node", "--job-set", "js", "--id", node,
                           "--address", self.address(node), "--run-log", str(self.tmp / f"runs-{node}.jsonl"),
                           "--period", "1", "--command", self.command, "--state-dir", str(self.tmp / "state"),
                           "--term-grace", "1", "--grace", "1", "--snapshot-interval", "3", "--session-timeout", "4",
@@ -89,7 +89,7 @@ def job_set(worker: Worker, worker_env: dict[str, str], tmp_path: Path, zookeepe
 def test_a_killed_nodes_task_processes_end_with_it_and_its_tasks_run_elsewhere_never_on_two_nodes(
         job_set: CommandJobSet, worker_env: dict[str, str], tmp_path: Path) -> None:
     state = (tmp_path / "state").resolve()
-    tribunal("shard-tasks", "--job-set", "js", str(TASKS), env=worker_env)
+    tribunal("shards", "tasks", "--job-set", "js", str(TASKS), env=worker_env)
     for node in NODES:
         job_set.start(node)
     first = job_set.settled(set(NODES), timeout=120)

@@ -33,7 +33,7 @@ NODES = ("n1", "n2", "n3", "n4")
 
 
 class JobSet:
-    tasks = TASKS  # the job set's task count, as `shard-tasks` set it
+    tasks = TASKS  # the job set's task count, as `shards tasks` set it
 
     def __init__(self, env: dict[str, str], tmp: Path, zookeeper: str, root: str) -> None:
         from kazoo.client import KazooClient
@@ -50,7 +50,7 @@ class JobSet:
 
     def start(self, node: str) -> None:
         hosts = self.proxy.address if node == "n4" else self.zookeeper
-        service = Service(self.env, self.tmp / f"{node}.log", "shard-node", "--job-set", "js", "--id", node,
+        service = Service(self.env, self.tmp / f"{node}.log", "shards", "node", "--job-set", "js", "--id", node,
                           "--address", self.address(node), "--run-log", str(self.tmp / f"runs-{node}.jsonl"),
                           "--period", str(PERIOD), "--duration", "0.3", "--grace", str(GRACE),
                           "--snapshot-interval", "3", "--session-timeout", str(SESSION), "--zookeeper", hosts,
@@ -116,7 +116,7 @@ def job_set(worker: Worker, worker_env: dict[str, str], tmp_path: Path, zookeepe
 
 def test_no_task_runs_twice_through_kills_a_gc_pause_and_a_partition(job_set: JobSet, worker_env: dict[str, str],
                                                                      kafka: str, unique: str) -> None:
-    tribunal("shard-tasks", "--job-set", "js", str(TASKS), env=worker_env)
+    tribunal("shards", "tasks", "--job-set", "js", str(TASKS), env=worker_env)
     for node in NODES:
         job_set.start(node)
     first = job_set.settled(set(NODES), timeout=120)

@@ -92,7 +92,7 @@ class Expiry:
 def test_partitions_freezes_and_kills_leave_no_orphan_and_never_a_task_on_two_nodes(
         job_set: PartitionedJobSet, tmp_path: Path) -> None:
     state = (tmp_path / "state").resolve()
-    tribunal("shard-tasks", "--job-set", "js", str(TASKS), env=job_set.env)
+    tribunal("shards", "tasks", "--job-set", "js", str(TASKS), env=job_set.env)
     for node in NODES:
         job_set.start(node)
     job_set.settled(set(NODES), timeout=120)

@@ -29,23 +29,24 @@ def test_a_toy_fold_runs_live_replays_verifies_and_explains(worker_env: dict[str
         [dead] = [json.loads(r.value) for r in asyncio.run(read_committed(kafka, f"{topic}.dlq", 1))]
         assert (dead["key"], dead["reason_code"]) == ("a", "empty_value")
 
-        state = json.loads(tribunal("state", "--fold", "counter", "--key", "a", env=env).stdout)
+        state = json.loads(tribunal("pools", "state", "--fold", "counter", "--key", "a", env=env).stdout)
         assert state == {"key": "a", "count": 2}
 
         exported, replayed = tmp_path / "log.jsonl", tmp_path / "replayed.jsonl"
-        tribunal("export", "--topics", "tallies", "--output", str(exported), env=env)
-        tribunal("replay", "--input", str(exported), "--output", str(replayed), env=env)
+        tribunal("audit", "export", "--topics", "tallies", "--output", str(exported), env=env)
+        tribunal("audit", "replay", "--input", str(exported), "--output", str(replayed), env=env)
         derived = [json.loads(line)["value"] for line in replayed.read_text().splitlines()]
         assert sorted(map(json.dumps, [d for d in derived if d["type"] == "TallyCount"])) == sorted(
             map(json.dumps, counts))
 
-        verified = tribunal("replay", "--from-kafka", "--verify", env=env).stdout
+        verified = tribunal("audit", "replay", "--from-kafka", "--verify", env=env).stdout
         assert "verified: 5 output records of 5 input records agree" in verified
 
         partition, offset = produced[2]  # the third record: key a's second
-        found = json.loads(tribunal("explain", "--cause", f"tallies:{partition}:{offset}", "--json", env=env).stdout)
+        found = json.loads(tribunal("audit", "explain", "--cause", f"tallies:{partition}:{offset}", "--json",
+                                    env=env).stdout)
         assert (found["fold"], found["before"], found["after"]) == (
             "counter", {"key": "a", "count": 1}, {"key": "a", "count": 2})
-        text = tribunal("explain", "--cause", f"tallies:{partition}:{offset}", env=env).stdout
+        text = tribunal("audit", "explain", "--cause", f"tallies:{partition}:{offset}", env=env).stdout
         assert '"count": 2' in text and "output" in text
         assert worker.alive

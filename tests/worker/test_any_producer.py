@@ -1,5 +1,5 @@
 """Records from any producer, on the real broker: Debian's kcat (librdkafka, CRC32 keys, random for
-no key), aiokafka on a wrong partition, keyless limits events; and `tribunal dlq redrive`.
+no key), aiokafka on a wrong partition, keyless limits events; and `tribunal topics redrive`.
 
 Before routing, all of the kcat metrics went to the dead-letter topic as `no_policy` (the policy
 lived on another partition) and a second state grew for the pool on another partition.
@@ -57,7 +57,7 @@ def test_every_producer_is_decided_once_in_one_state_per_key(kafka: str, unique:
     p = f"{unique}."
     foreign = foreign_pool()
     wrong = (partition_for(foreign, PARTITIONS) + 1) % PARTITIONS
-    tribunal("policy", "apply", str(EXAMPLES / "decider-pool-a.yaml"), "--pool", "default", env=worker_env)
+    tribunal("pools", "policy", "apply", str(EXAMPLES / "decider-pool-a.yaml"), "--pool", "default", env=worker_env)
     asyncio.run(produce_all(kafka, [(p + "policies", foreign.encode(), json.dumps(seed_policy()).encode())]))
     assert len(committed(kafka, p + "scaling-decisions", 2)) == 2, worker.log()[-3000:]
 
@@ -111,10 +111,10 @@ def test_every_producer_is_decided_once_in_one_state_per_key(kafka: str, unique:
     for record in asyncio.run(read_log(kafka, changelogs)):
         key = json.loads(record.key)
         assert record.partition == partition_for(key, PARTITIONS), (record.topic, key, record.partition)
-    state = json.loads(tribunal("state", "--pool", "default", "--json", env=worker_env).stdout)
+    state = json.loads(tribunal("pools", "state", "--pool", "default", "--json", env=worker_env).stdout)
     assert {a["app"]: a["instances"] for a in state["decider"]["apps"]} == default[-1]["instances"]
 
-    verified = tribunal("replay", "--from-kafka", "--verify", env=worker_env)
+    verified = tribunal("audit", "replay", "--from-kafka", "--verify", env=worker_env)
     assert re.search(r"verified: \d+ output records of 24 input records agree", verified.stdout), verified.stdout
 
 
@@ -137,10 +137,10 @@ def test_dead_letters_redriven_once_their_cause_is_fixed_are_decided_once(kafka:
     letters = [json.loads(r.value) for r in committed(kafka, p + "plugin_decider.dlq", 4)]
     assert Counter(x["reason_code"] for x in letters) == {"no_policy": 3, "bad_envelope": 1}, worker.log()[-3000:]
 
-    tribunal("policy", "apply", str(EXAMPLES / "decider-pool-a.yaml"), "--pool", "late", env=worker_env)
-    first = tribunal("dlq", "redrive", "--topic", "plugin_decider.dlq", "--reason", "no_policy", env=worker_env)
+    tribunal("pools", "policy", "apply", str(EXAMPLES / "decider-pool-a.yaml"), "--pool", "late", env=worker_env)
+    first = tribunal("topics", "redrive", "--topic", "plugin_decider.dlq", "--reason", "no_policy", env=worker_env)
     assert "redriven 3, redriven before 0, left by the filters 1" in first.stdout, first.stdout
-    again = tribunal("dlq", "redrive", "--topic", "plugin_decider.dlq", "--reason", "no_policy", env=worker_env)
+    again = tribunal("topics", "redrive", "--topic", "plugin_decider.dlq", "--reason", "no_policy", env=worker_env)
     assert "redriven 0, redriven before 3, left by the filters 1" in again.stdout, again.stdout
 
     decided = [json.loads(r.value) for r in committed(kafka, p + "scaling-decisions", 4)]
@@ -151,7 +151,7 @@ def test_dead_letters_redriven_once_their_cause_is_fixed_are_decided_once(kafka:
     redriven = [r for r in asyncio.run(read_log(kafka, [p + "plugin_decider"])) if r.offset >= 4]
     assert [(r.key, r.value) for r in redriven] == [(k, v) for _, k, v in early]
 
-    verified = tribunal("replay", "--from-kafka", "--verify", env=worker_env)
+    verified = tribunal("audit", "replay", "--from-kafka", "--verify", env=worker_env)
     # 4 dead letters, 4 decisions, and the instances of the 2 apps the policy set and the partial grant changed
     assert agreed(verified.stdout, 8) == 4 + 4 + 2 + 2, verified.stdout
 

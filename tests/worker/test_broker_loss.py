@@ -130,7 +130,7 @@ def test_losing_the_busiest_broker_loses_and_duplicates_nothing(cluster: Cluster
         assert len(produced) == RECORDS
         decided_exactly_once(got, p + "plugin_decider", produced, expected, context)
         assert worker.alive, context
-        verified = tribunal("replay", "--from-kafka", "--verify", env=env)
+        verified = tribunal("audit", "replay", "--from-kafka", "--verify", env=env)
         assert agreed(verified.stdout, expected) >= expected, context
         silence = longest_silence(records, killed_at)
         print(f"\nbroker {node} down {DOWN:.0f} s at {RATE}/s: longest time without a decision {silence:.1f} s")

@@ -4,7 +4,7 @@ One log (decider policies, metrics for 12 pools with malformed records among the
 group events) is folded by three workers that write at most 1, 7 and 1,000 records per batch.
 Each starts on a backlog, so batches really are as large as allowed (the worker's `/checkpoint/`
 page says how large they were). The committed outputs must be byte-identical across the three,
-apart from the topic prefix in causes, and each must pass `tribunal replay --from-kafka --verify`.
+apart from the topic prefix in causes, and each must pass `tribunal audit replay --from-kafka --verify`.
 No worker may have had a transactional write refused by the broker and retried (see the checkpoint's
 `flush`).
 """
@@ -101,7 +101,7 @@ def run_with_batches_of(kafka: str, worker_env: dict[str, str], unique: str, siz
         wait_for(kafka, prefix, {"scaling-decisions": POOLS + METRICS - dead, "plugin_decider.dlq": dead,
                                  groups.GROUP_HEALTH: len(GROUPS) * (SCHEDULERS + JOBS)})
         seen = stats(env)
-        verified = tribunal("replay", "--from-kafka", "--verify", env=env)
+        verified = tribunal("audit", "replay", "--from-kafka", "--verify", env=env)
         assert "verified:" in verified.stdout, verified.stdout + verified.stderr
     # The broker verifies transactional writes (KIP-890): a write still in flight when its
     # producer's transaction takes offsets is refused once and sent again after a backoff, which

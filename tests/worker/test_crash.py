@@ -1,8 +1,8 @@
 """SIGKILL the worker at random moments while 20,000 metrics stream in over 20 pools.
 
 Afterwards a read_committed consumer must see exactly one decision per input record (by cause),
-`seq` 1..n without gaps per pool, the very decisions `tribunal replay` derives from the same
-input exported from the topics, and `tribunal replay --from-kafka --verify` must agree.
+`seq` 1..n without gaps per pool, the very decisions `tribunal audit replay` derives from the same
+input exported from the topics, and `tribunal audit replay --from-kafka --verify` must agree.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def test_sigkill_loses_and_duplicates_no_decision(kafka: str, unique: str, worke
 
     decided_exactly_once(got, p + "plugin_decider", produced, expected, context)
 
-    # The decisions equal those of `tribunal replay` over the same input, exported from the topics.
+    # The decisions equal those of `tribunal audit replay` over the same input, exported from the topics.
     log = tmp_path / "export.jsonl"
     with log.open("w") as out:
         for topic, count in ((p + "policies", POOLS), (p + "plugin_decider", RECORDS)):
@@ -79,14 +79,14 @@ def test_sigkill_loses_and_duplicates_no_decision(kafka: str, unique: str, worke
                 row = export_row(r.topic, r.partition, r.offset, r.timestamp, r.key, r.value)
                 out.write(json.dumps(row) + "\n")
     replayed = tmp_path / "replayed.jsonl"
-    tribunal("replay", "--input", str(log), "--output", str(replayed), "--topic-prefix", p)
+    tribunal("audit", "replay", "--input", str(log), "--output", str(replayed), "--topic-prefix", p)
     derived = [row["value"] for row in map(json.loads, replayed.read_text().splitlines())
                if row["topic"] == p + "scaling-decisions"]  # the decisions (beside them: pool-instances)
     key = lambda d: (d["pool"], d["seq"])  # noqa: E731
     assert sorted(derived, key=key) == sorted(got, key=key), context
 
     # And the audit's own check, straight from the topics: every recorded output re-derived.
-    verified = tribunal("replay", "--from-kafka", "--verify", env=worker_env)
+    verified = tribunal("audit", "replay", "--from-kafka", "--verify", env=worker_env)
     assert agreed(verified.stdout, expected) >= expected, context
 
     # What-if over this log: the policy in force differs nowhere; a changed one exactly where a replay of the
@@ -94,10 +94,11 @@ def test_sigkill_loses_and_duplicates_no_decision(kafka: str, unique: str, worke
     pool = "pool-03"
     for name, document in (("same", pool_policy(3)), ("changed", {**pool_policy(3), "capacity": 20})):
         (tmp_path / f"{name}.json").write_text(json.dumps(document))
-    same = json.loads(tribunal("what-if", "--pool", pool, "--policy", str(tmp_path / "same.json"), "--json",
+    same = json.loads(tribunal("audit", "what-if", "--pool", pool, "--policy", str(tmp_path / "same.json"), "--json",
                                env=worker_env).stdout)
     assert same["differ"] == 0 and same["inputs"] == sum(d["pool"] == pool for d in got), context
-    changed = json.loads(tribunal("what-if", "--pool", pool, "--policy", str(tmp_path / "changed.json"), "--json",
+    changed = json.loads(tribunal("audit", "what-if", "--pool", pool, "--policy", str(tmp_path / "changed.json"),
+                                  "--json",
                                   env=worker_env).stdout)
     edited = tmp_path / "edited.jsonl"
     with edited.open("w") as out:
@@ -105,7 +106,8 @@ def test_sigkill_loses_and_duplicates_no_decision(kafka: str, unique: str, worke
             if r.topic == p + "policies" and r.key == pool.encode():
                 r = r._replace(value=json.dumps({**pool_policy(3), "capacity": 20}).encode())
             out.write(json.dumps(export_row(r.topic, r.partition, r.offset, r.timestamp, r.key, r.value)) + "\n")
-    tribunal("replay", "--input", str(edited), "--output", str(tmp_path / "edited-out.jsonl"), "--topic-prefix", p)
+    tribunal("audit", "replay", "--input", str(edited), "--output", str(tmp_path / "edited-out.jsonl"),
+             "--topic-prefix", p)
     theirs = {(d["cause"]["topic"], d["cause"]["offset"]): d for d in (
         json.loads(line)["value"] for line in (tmp_path / "edited-out.jsonl").read_text().splitlines())
         if d["pool"] == pool}
@@ -138,5 +140,5 @@ def test_sigkill_while_records_are_forwarded_loses_and_duplicates_nothing(kafka:
     context = f"seed {seed}, {kills} kills; worker log tail:\n{worker.log()[-3000:]}"
     decided_exactly_once(got, p + "plugin_decider", produced, expected, context)
 
-    verified = tribunal("replay", "--from-kafka", "--verify", env=worker_env)
+    verified = tribunal("audit", "replay", "--from-kafka", "--verify", env=worker_env)
     assert agreed(verified.stdout, expected) >= expected, context

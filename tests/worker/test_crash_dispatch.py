@@ -3,7 +3,7 @@
 The dispatcher through the same exactly-once path as the other folds, with its clock on the log:
 exactly one JobStarted per (uuid, attempt) and one final outcome per job under read_committed,
 the namespace's and the worker's caps never exceeded in the output streams read in applied
-order, and `tribunal replay --from-kafka --verify` agreeing with every recorded output.
+order, and `tribunal audit replay --from-kafka --verify` agreeing with every recorded output.
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ def test_sigkills_of_worker_and_ticker_lose_and_duplicate_no_start(kafka: str, z
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)
     env = {**worker_env, "ZOOKEEPER_HOSTS": zookeeper}
-    ticker = Service(env, tmp_path / "ticker.log", "ticker", "--root", f"/{unique}", "--session-timeout", "4")
+    ticker = Service(env, tmp_path / "ticker.log", "dispatch", "ticker", "--root", f"/{unique}", "--session-timeout",
+                     "4")
     ticker.start()
     values, total = commands(rng, int(time.time() * 1000))
     records = [(f"{unique}.{dispatch.DISPATCH_COMMANDS}", v["namespace"].encode(), json.dumps(v).encode())
@@ -90,5 +91,5 @@ def test_sigkills_of_worker_and_ticker_lose_and_duplicate_no_start(kafka: str, z
     assert len(starts) == 2 * total and len(outcomes) == 4 * total, context
     assert {o["type"] for o in outcomes if o["final"]} == {"JobFailedFinally"}, context
 
-    verified = tribunal("replay", "--from-kafka", "--verify", env=worker_env)
+    verified = tribunal("audit", "replay", "--from-kafka", "--verify", env=worker_env)
     assert "verified:" in verified.stdout and "agree" in verified.stdout, context

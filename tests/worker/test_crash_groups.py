@@ -2,7 +2,7 @@
 
 The limits fold runs through the same exactly-once path as the decider; this shows it holds for
 it too, with two input topics read in arrival order: exactly one group-health record per input
-by cause, seq 1..n per group, and `tribunal replay --from-kafka --verify` agreeing with every
+by cause, seq 1..n per group, and `tribunal audit replay --from-kafka --verify` agreeing with every
 recorded output (which needs each cause's position to recover the applied order).
 """
 
@@ -69,5 +69,5 @@ def test_sigkill_loses_and_duplicates_no_group_record(kafka: str, unique: str, w
         positions.setdefault(h["group"], []).append(h["cause"]["position"])
     assert all(ps == list(range(1, len(ps) + 1)) for ps in positions.values()), context
 
-    verified = tribunal("replay", "--from-kafka", "--verify", env=worker_env)
+    verified = tribunal("audit", "replay", "--from-kafka", "--verify", env=worker_env)
     assert f"of {EVENTS} input records agree" in verified.stdout, context

@@ -28,11 +28,11 @@ def decision_records(kafka: str, unique: str, expected: int) -> list[Any]:
 
 def test_the_seeds_worked_example_sent_with_tribunal_metric(kafka: str, unique: str, worker: Worker,
                                                             worker_env: dict[str, str]) -> None:
-    tribunal("policy", "apply", str(EXAMPLES / "decider-pool-a.yaml"), "--pool", "pool-a", env=worker_env)
+    tribunal("pools", "policy", "apply", str(EXAMPLES / "decider-pool-a.yaml"), "--pool", "pool-a", env=worker_env)
     # The policy is decided before any metric is sent: it applies to the records after it.
     assert decisions(kafka, unique, 1)[0]["outcome"] == "policy", worker.log()[-3000:]
     for app, value in [("ats", "55"), ("hadoop", "70"), ("ats", "75"), ("ats", "30"), ("Hadoop", "90")]:
-        tribunal("metric", app, value, "--pool", "pool-a", env=worker_env)
+        tribunal("pools", "metric", app, value, "--pool", "pool-a", env=worker_env)
 
     got = decisions(kafka, unique, 6)
     assert [(d["seq"], d["outcome"], d["instances"]) for d in got] == [
@@ -42,7 +42,7 @@ def test_the_seeds_worked_example_sent_with_tribunal_metric(kafka: str, unique: 
     assert got[5]["moves"] == [{"from": "ats", "to": "hadoop", "count": 5, "round": "idle"}]
     assert all(d["cause"]["topic"] == f"{unique}.plugin_decider" for d in got[1:])
 
-    state = tribunal("state", "--pool", "pool-a", "--json", env=worker_env)
+    state = tribunal("pools", "state", "--pool", "pool-a", "--json", env=worker_env)
     apps = {a["app"]: a["instances"] for a in json.loads(state.stdout)["decider"]["apps"]}
     assert apps == {"ats": 3, "hadoop": 7}
 
@@ -133,14 +133,14 @@ def test_malformed_records_of_every_kind_go_to_the_dlq_and_the_worker_lives(
 def test_a_ticked_pool_handles_an_app_that_stopped_reporting(kafka: str, zookeeper: str, unique: str,
                                                               worker: Worker, worker_env: dict[str, str],
                                                               tmp_path: Path) -> None:
-    """`tribunal ticker --pool` moves a silent pool's clock: its stale app is handled as its policy says."""
+    """`tribunal dispatch ticker --pool` moves a silent pool's clock: its stale app is handled as its policy says."""
     policy = {**seed_policy(), "version": "stale", "apps": [
         {**seed_policy()["apps"][0], "stale_after_s": 2, "on_stale": "idle"}, seed_policy()["apps"][1]]}
     document = tmp_path / "stale.json"
     document.write_text(json.dumps(policy))
-    tribunal("policy", "apply", str(document), "--pool", "pool-s", env=worker_env)
+    tribunal("pools", "policy", "apply", str(document), "--pool", "pool-s", env=worker_env)
     env = {**worker_env, "ZOOKEEPER_HOSTS": zookeeper}
-    clock = Service(env, tmp_path / "ticker.log", "ticker", "--root", f"/{unique}", "--pool", "pool-s",
+    clock = Service(env, tmp_path / "ticker.log", "dispatch", "ticker", "--root", f"/{unique}", "--pool", "pool-s",
                     "--pool-interval-ms", "300")
     clock.start()
     try:

@@ -52,25 +52,25 @@ def test_jobs_start_under_the_caps_finish_frees_a_slot_and_replay_agrees(worker_
         assert [o["type"] for o in outcomes] == ["JobsAccepted", "JobFinished"]
         assert outcomes[0]["request_id"] == "r1" and outcomes[0]["uuids"][0] == starts[0]["uuid"]
 
-        state = json.loads(tribunal("state", "--fold", "dispatch", "--key", NS, env=worker_env).stdout)
+        state = json.loads(tribunal("pools", "state", "--fold", "dispatch", "--key", NS, env=worker_env).stdout)
         assert (state["running"], state["max"], state["workers"]["w1"]) == (
             2, 5, {"running": 2, "max": 2, "pending": 0})
 
-        verified = tribunal("replay", "--from-kafka", "--verify", env=worker_env).stdout
+        verified = tribunal("audit", "replay", "--from-kafka", "--verify", env=worker_env).stdout
         assert "verified:" in verified and "agree" in verified
 
         cause = starts[2]["cause"]
-        text = tribunal("explain", "--cause", f"dispatch-commands:{cause['partition']}:{cause['offset']}",
+        text = tribunal("audit", "explain", "--cause", f"dispatch-commands:{cause['partition']}:{cause['offset']}",
                         env=worker_env).stdout
         assert "started" in text and "worker ran 1 (cap 2)" in text and "#1 in the startable queue" in text
-        history = tribunal("explain", "--job", starts[2]["uuid"], env=worker_env).stdout
+        history = tribunal("audit", "explain", "--job", starts[2]["uuid"], env=worker_env).stdout
         assert "its worker was at its cap" in history and "worker ran 2 (cap 2)" in history, history  # ticks and
         # commands are two topics: whether the ticks came before the assign varies, what held e2 after it does not
         by = f"{commands}[{cause['partition']}]@{cause['offset']}"
         assert f"started   attempt 1 at {starts[2]['started_at']} by {by}" in history, history
 
         page = tmp_path / "report.html"  # running against the caps, per worker, and the starts' lateness
-        tribunal("report", "--namespace", NS, "--output", str(page), env=worker_env)
+        tribunal("audit", "report", "--namespace", NS, "--output", str(page), env=worker_env)
         dom = assert_shows_plots(page, tmp_path, 3)
         assert "Lateness of 3 starts" in dom and "<td>JobsAssigned</td>" in dom and "JobStarted 2" in dom
         assert worker.alive
@@ -94,7 +94,7 @@ def test_an_assign_of_ten_thousand_jobs_is_stored_in_buckets_and_survives_a_kill
         worker.kill()
         worker.start()
         wait_until_ready(worker, 2)
-        state = json.loads(tribunal("state", "--fold", "dispatch", "--key", NS, env=worker_env).stdout)
+        state = json.loads(tribunal("pools", "state", "--fold", "dispatch", "--key", NS, env=worker_env).stdout)
         assert (state["running"], state["pending"], state["workers"]["w1"]["pending"]) == (3, 9_997, 9_997)
         asyncio.run(produce_all(kafka, [(commands, NS.encode(),
                                          _cmd("JobFinished", uuid=json.loads(starts[0].value)["uuid"]))]))

@@ -371,3 +371,36 @@ def test_the_leader_assigns_through_the_view_that_knows_every_topic(monkeypatch:
     assignor.app = App()  # type: ignore[assignment]
     assert PartitionAssignor._perform_assignment(assignor, "the cluster", {}) == {}
     assert isinstance(given[0], faust_private._Declared) and given[0].partitions == 3
+
+
+def _join_answered(code: int) -> Any:
+    """aiokafka's own group join, its coordinator answering a JoinGroup with Kafka error `code` (the broker's
+    answer, as aiokafka decodes it: a JoinGroupResponse; nothing else of the coordinator is read)."""
+    import types
+
+    from aiokafka.consumer.group_coordinator import CoordinatorGroupRebalance
+    from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+    from aiokafka.protocol.group import JoinGroupResponse_v5
+
+    async def _send_req(request: Any) -> Any:
+        return JoinGroupResponse_v5(0, code, -1, "", "", "", [])
+
+    coordinator = types.SimpleNamespace(member_id="", _group_instance_id=None, _send_req=_send_req,
+                                        _rebalance_timeout_ms=30_000)
+    subscription = types.SimpleNamespace(topics={"t"}, active=True)
+    return CoordinatorGroupRebalance(coordinator, "g", 1, subscription, [RangePartitionAssignor], 10_000, 100)
+
+
+def test_a_join_answered_rebalance_in_progress_joins_again_and_other_errors_still_raise(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from aiokafka import errors
+    from aiokafka.consumer.group_coordinator import CoordinatorGroupRebalance
+
+    monkeypatch.setattr(CoordinatorGroupRebalance, "perform_group_join", CoordinatorGroupRebalance.perform_group_join)
+    rebalancing = errors.RebalanceInProgressError.errno
+    with pytest.raises(errors.KafkaError, match="RebalanceInProgressError"):  # aiokafka alone: the hang's cause
+        asyncio.run(_join_answered(rebalancing).perform_group_join())
+    faust_private.rejoin_when_the_group_is_rebalancing()
+    assert asyncio.run(_join_answered(rebalancing).perform_group_join()) is None  # aiokafka backs off, joins again
+    with pytest.raises(errors.KafkaError, match="IllegalGenerationError"):
+        asyncio.run(_join_answered(errors.IllegalGenerationError.errno).perform_group_join())

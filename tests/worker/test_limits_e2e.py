@@ -59,7 +59,7 @@ def test_group_events_through_the_worker_agree_with_replay(kafka: str, unique: s
     # The worker read two topics in arrival order; every output's cause names its input's position
     # among its group's inputs, so replay from the topics applies them in the very same order.
     replayed = tmp_path / "replayed.jsonl"
-    tribunal("replay", "--from-kafka", "--output", str(replayed), env=worker.env)
+    tribunal("audit", "replay", "--from-kafka", "--output", str(replayed), env=worker.env)
     derived = sorted((row["topic"], row["key"], json.dumps(row["value"], sort_keys=True))
                      for row in map(json.loads, replayed.read_text().splitlines()))
     recorded = sorted((r.topic, r.key.decode(), json.dumps(json.loads(r.value), sort_keys=True))
@@ -67,11 +67,11 @@ def test_group_events_through_the_worker_agree_with_replay(kafka: str, unique: s
                       for r in read_all(kafka, p + topic))
     assert derived == recorded
 
-    ok = tribunal("replay", "--from-kafka", "--verify", env=worker.env)
+    ok = tribunal("audit", "replay", "--from-kafka", "--verify", env=worker.env)
     assert f"verified: {len(recorded)} output records of {len(records) + len(bad)} input records agree" in ok.stdout
 
     page = tmp_path / "g1.html"
-    tribunal("report", "--group", "g1", "--output", str(page), env=worker.env)
+    tribunal("audit", "report", "--group", "g1", "--output", str(page), env=worker.env)
     dom = assert_shows_plots(page, tmp_path, plots=1)
     assert "MembershipSnapshot" in dom and "no longer exists" in dom  # the snapshot's corrections, explained
     assert worker.alive

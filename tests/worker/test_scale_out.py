@@ -3,7 +3,7 @@
 Each kill is restarted at once: static membership gives the worker its partitions back without a
 rebalance (the joins at start do move partitions between the workers, under traffic). Afterwards
 a read_committed consumer must see exactly one decision per input, `seq` gapless per pool, what
-`replay --from-kafka --verify` derives, no worker restarting itself; and `tribunal state` must
+`replay --from-kafka --verify` derives, no worker restarting itself; and `tribunal pools state` must
 answer the same for any pool from any worker (it forwards the request to the key's owner).
 
 Every other kill outlasts the group's session, so the killed worker's partitions move to the two
@@ -138,7 +138,7 @@ def test_three_workers_lose_nothing_while_killed_in_turn(kafka: str, unique: str
         assert len(produced) == RECORDS
         decided_exactly_once(got, p + "plugin_decider", produced, expected, context)
 
-        verified = tribunal("replay", "--from-kafka", "--verify", env=base)
+        verified = tribunal("audit", "replay", "--from-kafka", "--verify", env=base)
         assert agreed(verified.stdout, expected) > expected, context
 
         # Each rebalance was settled (everything folded committed before it): no worker restarted itself.
@@ -152,7 +152,7 @@ def test_three_workers_lose_nothing_while_killed_in_turn(kafka: str, unique: str
             if d["seq"] > last.get(d["pool"], {"seq": 0})["seq"]:
                 last[d["pool"]] = d
         for pool in rng.sample(sorted(last), 12):
-            procs = [tribunal("state", "--pool", pool, "--json", "--web", web, check=False) for web in webs]
+            procs = [tribunal("pools", "state", "--pool", pool, "--json", "--web", web, check=False) for web in webs]
             assert all(p.returncode == 0 for p in procs), (pool, webs, [p.stderr for p in procs])
             answers = [json.loads(p.stdout) for p in procs]
             assert answers[0] == answers[1] == answers[2], pool

@@ -22,7 +22,7 @@ def test_plans_epochs_acks_and_the_audit_tools(worker_env: dict[str, str], kafka
     events, acks = f"{unique}.shard-events", f"{unique}.shard-acks"
     with running(Worker(worker_env, tmp_path / "worker.log")) as worker:
         wait_until_ready(worker, 1)
-        tribunal("shard-tasks", "--job-set", JS, "2300", env=worker_env)
+        tribunal("shards", "tasks", "--job-set", JS, "2300", env=worker_env)
         key = JS.encode()
         asyncio.run(produce_all(kafka, [
             *[(events, key, _event("NodeJoined", node=f"n{i}", address=f"10.0.0.{i}:9000", incarnation=i))
@@ -45,15 +45,15 @@ def test_plans_epochs_acks_and_the_audit_tools(worker_env: dict[str, str], kafka
         plans = [json.loads(r.value) for r in asyncio.run(read_committed(kafka, f"{unique}.shard-plans", 8))]
         assert plans[7]["epoch"] == 5 and plans[7]["ranges"] == {"n1": [[1, 1150]], "n2": [[1151, 2300]]}
 
-        shown = tribunal("state", "--job-set", JS, env=worker_env).stdout
+        shown = tribunal("shards", "state", "--job-set", JS, env=worker_env).stdout
         assert "epoch 5 (lost: -n3), awaiting n1, n2" in shown and "1151-2300" in shown, shown
-        verified = tribunal("replay", "--from-kafka", "--verify", env=worker_env).stdout
+        verified = tribunal("audit", "replay", "--from-kafka", "--verify", env=worker_env).stdout
         assert "verified:" in verified and "agree" in verified
-        why = tribunal("explain", "--job-set", JS, "--epoch", "4", env=worker_env).stdout
+        why = tribunal("audit", "explain", "--job-set", JS, "--epoch", "4", env=worker_env).stdout
         assert "avg = 2300 // 3 = 766" in why and "k=1 n2 (10.0.0.2:9000): 767-1532" in why, why
 
         page = tmp_path / "report.html"
-        tribunal("report", "--job-set", JS, "--output", str(page), env=worker_env)
+        tribunal("audit", "report", "--job-set", JS, "--output", str(page), env=worker_env)
         dom = assert_shows_plots(page, tmp_path, 2)
         assert "Task ranges per node over time" in dom and "awaiting n1, n2" in dom
         assert worker.alive

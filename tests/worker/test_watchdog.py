@@ -4,6 +4,7 @@ broker was away, in the combined-faults day): no broker needed, the app's two fl
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +39,7 @@ def test_a_rebalance_that_does_not_end_restarts_the_worker_and_a_long_recovery_d
         clock[0] = 1000.0 + seconds
         for name, value in flags.items():
             setattr(app, name, value)
+        dog.check_join()
         asyncio.run(dog.check())
 
     at(0, rebalancing=True)
@@ -67,3 +69,25 @@ def test_a_fenced_producer_is_told_apart_through_the_errors_it_caused() -> None:
     except RuntimeError as wrapped:
         assert fenced(wrapped)
     assert not fenced(KafkaError()) and not fenced(None)
+
+
+def test_the_join_guard_looks_from_the_first_rebalance_before_any_timer_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Faust's timers start after the first recovery; a worker stuck in its first join is watched all the same."""
+    restarts: list[float] = []
+    monkeypatch.setattr(watchdog, "restart_in_place", lambda: restarts.append(time.monotonic()))
+    app: Any = Flags(rebalancing=True)
+    stall = 0.05
+    dog = Watchdog(app, "127.0.0.1:1", set(), stall_timeout=stall, first_offset_from=None)  # type: ignore[arg-type]
+
+    async def first_join() -> float:
+        began = time.monotonic()
+        dog.guard_joins(every=0.01)
+        dog.guard_joins(every=0.01)  # one guard, however many rebalances start it
+        while not restarts:
+            await asyncio.sleep(0.01)
+        assert dog._join_guard is not None
+        dog._join_guard.cancel()
+        return began
+
+    began = asyncio.run(asyncio.wait_for(first_join(), 10))
+    assert restarts[0] - began >= JOIN_PATIENCE * stall

@@ -74,7 +74,7 @@ def test_a_worker_cut_off_mid_batch_is_fenced_and_nothing_is_decided_twice_or_lo
         logs = f"--- zombie\n{zombie.log()[-4000:]}\n--- other\n{other.log()[-3000:]}"
         print(f"short cut moved {short_moved}; partitions taken {taken:.1f} s after the cut")
         decided_exactly_once(got, p + "plugin_decider", produced, expected, logs)
-        verified = tribunal("replay", "--from-kafka", "--verify", env=base)
+        verified = tribunal("audit", "replay", "--from-kafka", "--verify", env=base)
         assert agreed(verified.stdout, expected) > expected, logs
         assert short_moved == 0, logs
         assert "this worker was fenced: another worker took its partitions" in zombie.log(), logs

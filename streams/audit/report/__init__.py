@@ -3,7 +3,7 @@ job set over a time range.
 
 Plots are drawn with matplotlib as inline SVG (no scripts, no network: the file opens anywhere and
 prints as it shows). Every row of the decision table links to its explanation further down the
-page, derived by the same replay as `tribunal explain`.
+page, derived by the same replay as `tribunal audit explain`.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def render_page(kind: str, key: str, found: list[dict[str, Any]], span: str, x: 
              f"{html.escape(key)}</title><style>{STYLE}</style></head><body>",
              f"<h1>tribunal audit: {kind} {html.escape(key)}</h1>",
              f"<p class='meta'>{len(found)} input records, {html.escape(span)}; every figure below is derived by "
-             "replaying the log through the pure core (`tribunal replay --from-kafka --verify` checks it against "
+             "replaying the log through the pure core (`tribunal audit replay --from-kafka --verify` checks it against "
              "the recorded topics).</p>"]
     if not found:
         parts.append("<p>No records for this key in the range.</p>")

@@ -138,7 +138,7 @@ class DispatchState(Frozen):
         "assigned",
         "deadline_entries",
         "deadlines",
-        "jobs",
+        "dispatch", "jobs",
         "max",
         "now",
         "offsets",

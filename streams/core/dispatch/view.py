@@ -1,4 +1,4 @@
-"""A dispatcher namespace as an operator reads it (`tribunal state --namespace`, `explain`)."""
+"""A dispatcher namespace as an operator reads it (`tribunal dispatch state --namespace`, `explain`)."""
 
 from __future__ import annotations
 

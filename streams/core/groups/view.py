@@ -1,4 +1,4 @@
-"""A scheduler group as an operator reads it (`tribunal state --group`, `explain`, `report`)."""
+"""A scheduler group as an operator reads it (`tribunal groups state --group`, `explain`, `report`)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""A pool as an operator reads it (`tribunal state`, `explain`, `report`), and what `explain` adds to a decision."""
+"""A pool as an operator reads it (`tribunal pools state`, `explain`, `report`), and what `explain` adds to a
+decision."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ def gauges(state: PoolState) -> dict[str, float]:
 
 
 def describe(pool_id: str, state: PoolState) -> dict[str, Any]:
-    """What `tribunal state` shows: a pool as an operator reads it."""
+    """What `tribunal pools state` shows: a pool as an operator reads it."""
     out: dict[str, Any] = {"pool": pool_id, "seqs": dict(state.seqs), "offsets": dict(state.offsets)}
     if state.decider is not None:
         d = state.decider

@@ -1,4 +1,4 @@
-"""`tribunal keda-scaler`: KEDA's external scaler (gRPC, `externalscaler.proto`) answering tribunal's instances.
+"""`tribunal pools keda-scaler`: KEDA's external scaler (gRPC, `externalscaler.proto`) answering tribunal's instances.
 
 A ScaledObject names a pool and an app in its trigger's metadata (`pool`, `app`; `examples/keda-scaledobject.yaml`).
 `GetMetricSpec` answers one metric with a target of 1, and `GetMetrics` the app's decided instances, so the HPA

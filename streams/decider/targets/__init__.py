@@ -78,7 +78,7 @@ def instrument(target: Target, metrics: object) -> None:
 
 @dataclass(frozen=True)
 class TargetOptions:
-    """Every target's settings, from `tribunal actuate`'s options (each target reads its own)."""
+    """Every target's settings, from `tribunal pools actuate`'s options (each target reads its own)."""
 
     command: str | None = None  # process: the command a copy runs; exec: the command a change runs
     observe_command: str | None = None  # exec: prints an app's running count

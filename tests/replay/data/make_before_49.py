@@ -1,7 +1,7 @@
 """How `decisions-before-49.inputs.jsonl` was made (issue 49): a mixed log of three pools, every kind of decision
 (free, idle donors, preemption among many candidates, eager release, MaxNum, a capacity drop, observed instances,
 a new policy dropping an app, an observe-only pool). Its outputs, `decisions-before-49.outputs.jsonl`, were
-written by `tribunal replay` on the tree before decisions could carry only what changed; the test replays the
+written by `tribunal audit replay` on the tree before decisions could carry only what changed; the test replays the
 inputs on today's tree and compares the bytes. Run again only to make a new fixture, never to refresh this one."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 kind of command (caps of the namespace and of a worker, assigns of one and of many jobs, due now and later,
 finishes and failures with and without an attempt, late reports, cancels of pending and running jobs, timeouts and
 retries), none of them naming a `principal`. Its outputs, `dispatch-before-56.outputs.jsonl`, were written by
-`tribunal replay` on the tree before commands could name who sent them; the test replays the inputs on today's
+`tribunal audit replay` on the tree before commands could name who sent them; the test replays the inputs on today's
 tree and compares the bytes. Run again only to make a new fixture, never to refresh this one."""
 
 from __future__ import annotations
