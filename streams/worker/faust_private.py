@@ -13,6 +13,10 @@ into Faust only through a function here, so a Faust upgrade means reading this o
   sets a table entry in the local store for a given event's partition from outside the agent
   (the RocksDB store takes the partition from Faust's current-event context variable,
   `faust.streams._current_event`).
+* `committed`: the checkpoint commits each source partition's transaction itself, offsets included
+  (`streams.worker.checkpoint`), and tells Faust's consumer what it committed, as Faust's own commit does after its
+  transactions (`Consumer._committed_offset`, `tables.on_commit`, the monitor), so that Faust's commit timer does
+  not commit the same offsets again in a transaction of its own.
 * `commit_only`: the offset Faust commits for a partition comes from the continuity guard, never
   from Faust's acknowledgements and gaps (`Consumer._new_offset`, `_add_gap`, `_gap`, `_acked`,
   `_acked_index`); `let_go` drops a message unacknowledged (`_unacked_messages`).
@@ -148,7 +152,7 @@ from streams.errors import TribunalError
 
 log = logging.getLogger(__name__)
 
-_INSTANCE_ATTRIBUTES = ("_gap", "_acked", "_acked_index", "_unacked_messages")
+_INSTANCE_ATTRIBUTES = ("_gap", "_acked", "_acked_index", "_unacked_messages", "_committed_offset")
 YIELD_EVERY = 100  # events an agent handles before it lets the event loop run others (`events`)
 _ORIGINALS: dict[str, Any] = {}  # Faust's own functions that a replacement calls, kept from the first replacement
 
@@ -564,6 +568,27 @@ async def commit_in_transactions(app: Any, offsets: Mapping[tuple[str, int], int
     if offsets:
         await app.consumer.transactions.commit({TopicPartition(topic, partition): offset
                                                 for (topic, partition), offset in sorted(offsets.items())})
+
+
+async def add_offsets(app: Any, producer: Any, offsets: Mapping[tuple[str, int], int]) -> None:
+    """Add `offsets` ((topic, partition) -> offset) to `producer`'s transaction, for the app's consumer group
+    (the group Faust's own commits name)."""
+    from aiokafka.structs import TopicPartition
+
+    await producer.send_offsets_to_transaction({TopicPartition(t, p): o for (t, p), o in sorted(offsets.items())},
+                                               app.conf.id)
+
+
+def committed(app: Any, offsets: Mapping[tuple[str, int], int]) -> None:
+    """Tell Faust's consumer that `offsets` were committed (as its own commit does after its transactions), so
+    that its timer does not commit them again (`Consumer._committed_offset`, `tables.on_commit`)."""
+    from faust.types import TP
+
+    tps = {TP(t, p): o for (t, p), o in offsets.items()}
+    if tps:
+        app.tables.on_commit(tps)
+        app.consumer._committed_offset.update(tps)
+        app.monitor.on_tp_commit(tps)
 
 
 def owner_of(app: Any, table: Any, partition: int) -> tuple[str, int] | None:
