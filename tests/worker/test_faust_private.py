@@ -404,3 +404,32 @@ def test_a_join_answered_rebalance_in_progress_joins_again_and_other_errors_stil
     assert asyncio.run(_join_answered(rebalancing).perform_group_join()) is None  # aiokafka backs off, joins again
     with pytest.raises(errors.KafkaError, match="IllegalGenerationError"):
         asyncio.run(_join_answered(errors.IllegalGenerationError.errno).perform_group_join())
+
+
+def test_transactional_producers_of_an_assignment_start_together(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each start is a round trip to the transaction coordinator: the assignment waits for the slowest, not the
+    sum (Faust's own `_start_transactions` begins one id after the other)."""
+    import types
+
+    from faust.transport.consumer import TransactionManager
+
+    monkeypatch.setattr(TransactionManager, "_start_transactions", TransactionManager._start_transactions)
+    begun: list[str] = []
+    waiting = [0, 0]  # now, most at once
+
+    async def maybe_begin_transaction(tid: str) -> None:
+        waiting[0] += 1
+        waiting[1] = max(waiting[1], waiting[0])
+        await asyncio.sleep(0.01)  # the coordinator's answer
+        waiting[0] -= 1
+        begun.append(tid)
+
+    producer = types.SimpleNamespace(maybe_begin_transaction=maybe_begin_transaction)
+    manager: Any = types.SimpleNamespace(producer=producer)
+    tids = ["a-0", "a-1", "a-2", "a-3"]
+    asyncio.run(TransactionManager._start_transactions(manager, tids))
+    assert waiting[1] == 1 and begun == tids  # Faust's: in turn
+    faust_private.start_transactions_at_once()
+    begun.clear()
+    asyncio.run(TransactionManager._start_transactions(manager, tids))
+    assert waiting[1] == 4 and sorted(begun) == tids
