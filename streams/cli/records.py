@@ -25,6 +25,7 @@ from streams.cli.base import (
     shards_cli,
     topics_cli,
 )
+from streams.cli.renamed import say
 from streams.errors import TribunalError
 
 
@@ -128,7 +129,7 @@ Json = Annotated[bool, typer.Option("--json", help="Print the raw JSON")]
 
 
 @pools_cli.command("state")
-def state(pool: Annotated[str | None, typer.Option(help="Pool id")] = None,
+def state(ctx: typer.Context, pool: Annotated[str | None, typer.Option(help="Pool id")] = None,
           group: Annotated[str | None, typer.Option(hidden=True, help="`tribunal groups state` now")] = None,
           namespace: Annotated[str | None, typer.Option(hidden=True, help="`tribunal dispatch state` now")] = None,
           job_set: Annotated[str | None, typer.Option("--job-set", hidden=True, help="`tribunal shards state` now")]
@@ -138,7 +139,11 @@ def state(pool: Annotated[str | None, typer.Option(help="Pool id")] = None,
           as_json: Json = False,
           web: Web = None) -> None:
     """Show a pool: instances, metricals, free capacity, policy (or a key of any fold, with --fold and --key)."""
-    show_state(pool, group, namespace, job_set, fold, key, as_json, web)  # the other three: the old `state`'s
+    for flag, value, noun in (("--group", group, "groups"), ("--namespace", namespace, "dispatch"),
+                              ("--job-set", job_set, "shards")):
+        if value is not None:  # the other keys of the old flat state command
+            say(ctx, f"tribunal state {flag}", f"tribunal {noun} state {flag}")
+    show_state(pool, group, namespace, job_set, fold, key, as_json, web)
 
 
 @groups_cli.command("state")
@@ -169,7 +174,7 @@ def show_state(pool: str | None, group: str | None, namespace: str | None, job_s
     named = one_key(pool=pool, group=group, namespace=namespace, job_set=job_set,
                     fold=key if fold is not None else None)
     if named is None or (fold is None) != (key is None):
-        raise TribunalError("name exactly one of --pool, --group, --namespace, --job-set, or --fold with --key")
+        raise TribunalError("name --pool, or --fold with --key")
     kind, key = named
     body = worker_page(web or settings_from().web, fold_named(kind) or fold or "", key)
     if namespace is not None and not as_json:

@@ -37,17 +37,24 @@ class Nouns(TyperGroup):
         path = RENAMED.get(cmd_name)
         if path is None:
             return super().get_command(ctx, cmd_name)
-        said = f"`tribunal {cmd_name}` is now `tribunal {' '.join(path)}`"
-        if cmd_name == "dlq":
-            said = "`tribunal dlq redrive` is now `tribunal topics redrive`"
-        if os.environ.get(STRICT_ENV) == "error":
-            typer.echo(f"tribunal: {said} (the old name is refused: {STRICT_ENV}=error)", err=True)
-            ctx.exit(2)
-        typer.echo(f"tribunal: {said}; the old name works until tribunal 0.3.0", err=True)
-        return _walk(super().get_command(ctx, path[0]), ctx, path[1:])
+        if cmd_name == "dlq":  # its one verb went to `topics`; `dlq create` must not become `topics create`
+            say(ctx, "tribunal dlq redrive", "tribunal topics redrive")
+            return TyperGroup(name="dlq", commands={"redrive": _walk(self, ctx, ("topics", "redrive"))},
+                              help="`tribunal topics redrive` now.")
+        say(ctx, f"tribunal {cmd_name}", f"tribunal {' '.join(path)}")
+        return _walk(self, ctx, path)
 
 
-def _walk(command: Any, ctx: typer.Context, rest: tuple[str, ...]) -> Any:
-    for name in rest:
+def say(ctx: Any, old: str, new: str) -> None:
+    """Tell on stderr that `old` is now `new`, or refuse it (exit 2) under `TRIBUNAL_OLD_NAMES=error`."""
+    said = f"`{old}` is now `{new}`"
+    if os.environ.get(STRICT_ENV) == "error":
+        typer.echo(f"tribunal: {said} (the old name is refused: {STRICT_ENV}=error)", err=True)
+        ctx.exit(2)
+    typer.echo(f"tribunal: {said}; the old name works until tribunal 0.3.0", err=True)
+
+
+def _walk(command: Any, ctx: Any, path: tuple[str, ...]) -> Any:
+    for name in path:
         command = command.get_command(ctx, name)
     return command

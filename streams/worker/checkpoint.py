@@ -281,12 +281,12 @@ class Checkpoint:
         """
         handed = sent = time.perf_counter()
 
-        async def one(part: _Partition, records: list[Send]) -> dict[tuple[str, int], int]:
+        async def one(part: _Partition, records: list[Send]) -> None:
             nonlocal handed, sent
             try:
                 lock, producer = faust_private.transaction_producer(self.app.producer, part.tid)  # type: ignore[arg-type]
             except KeyError:  # the partition was revoked meanwhile: its records go to its new owner
-                return {}
+                return
             async with lock:
                 delivered = await self._send_batches(producer, records)
                 handed = max(handed, time.perf_counter())
@@ -297,20 +297,17 @@ class Checkpoint:
                     # its records go to the new owner. Otherwise `run` starts the worker again.
                     if self.continuity.generation == generation:
                         raise failed[0]
-                    return {}
+                    return
                 for (topic, partition), offset in part.last.items():
                     self.continuity.done(topic, partition, offset, generation)
                 sent = max(sent, time.perf_counter())
                 offsets = {tp: offset + 1 for tp, offset in part.last.items()}
                 await faust_private.add_offsets(self.app, producer, offsets)
                 await producer.commit_transaction()
+                faust_private.committed(self.app, offsets)  # before Faust's timer could commit them again
                 await producer.begin_transaction()
-            return offsets
 
-        committed: dict[tuple[str, int], int] = {}
-        for offsets in await asyncio.gather(*(one(part, records) for part, records in batch)):
-            committed.update(offsets)
-        faust_private.committed(self.app, committed)
+        await asyncio.gather(*(one(part, records) for part, records in batch))
         return handed, sent
 
     async def _write_then_commit(self, batch: list[tuple[_Partition, list[Send]]], generation: int | None,

@@ -301,6 +301,8 @@ _TABLE_MANAGER_START = ["await self.sleep(1.0)", "if not self.should_stop:", "aw
 def start_transactions_at_once() -> None:
     from faust.transport.consumer import TransactionManager
 
+    _ORIGINALS.setdefault("_start_transactions", TransactionManager._start_transactions)  # what check() reads
+
     async def _start_transactions(self: Any, tids: Any) -> None:
         await asyncio.gather(*(self.producer.maybe_begin_transaction(tid) for tid in tids))
 

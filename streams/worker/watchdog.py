@@ -61,11 +61,15 @@ class Watchdog:
         self.sideband = Sideband(self.bootstrap)
 
     def guard_joins(self, every: float = JOIN_CHECK_EVERY) -> None:
-        """Check every `every` s, from now on, that a rebalance ends (`check_join`); the first call starts it."""
+        """Check every `every` s, from now on until the app stops, that a rebalance ends (`check_join`); the first
+        call starts it."""
         if self._join_guard is None:
             async def guard() -> None:
-                while True:
-                    self.check_join()
+                while not self.app.should_stop:  # a worker stopping is not one stuck in a join
+                    try:
+                        self.check_join()
+                    except Exception:
+                        log.exception("the join guard's check failed")
                     await asyncio.sleep(every)
 
             self._join_guard = asyncio.ensure_future(guard())

@@ -43,6 +43,25 @@ def test_an_old_name_runs_the_new_command_and_says_what_to_type(old: str) -> Non
     assert refused.exit_code == 2 and "refused" in refused.stderr and "Usage" not in refused.stdout
 
 
+def test_an_old_family_keeps_its_own_verbs_only() -> None:
+    runner = CliRunner()
+    moved = runner.invoke(cli, ["dlq", "redrive", "--help"], env={STRICT_ENV: ""})
+    assert moved.exit_code == 0 and "`tribunal topics redrive`" in moved.stderr
+    never = runner.invoke(cli, ["dlq", "create", "--help"], env={STRICT_ENV: ""})  # `dlq` never had it
+    assert never.exit_code == 2 and "No such command 'create'" in never.output
+
+
+@pytest.mark.parametrize(("flag", "noun"), [("--group", "groups"), ("--namespace", "dispatch"),
+                                            ("--job-set", "shards")])
+def test_the_old_state_of_another_fold_says_that_folds_state(flag: str, noun: str) -> None:
+    runner = CliRunner()
+    said = runner.invoke(cli, ["pools", "state", flag, "k", "--web", "127.0.0.1:1"], env={STRICT_ENV: ""})
+    assert f"`tribunal state {flag}` is now `tribunal {noun} state {flag}`" in said.stderr
+    refused = runner.invoke(cli, ["pools", "state", flag, "k", "--web", "127.0.0.1:1"], env={STRICT_ENV: "error"})
+    assert refused.exit_code == 2 and "refused" in refused.stderr
+    assert f"{noun} state" in runner.invoke(cli, [noun, "state", "--help"]).stdout  # which exists
+
+
 def test_an_old_name_in_a_script_works_and_keeps_its_stdout_clean() -> None:
     done = subprocess.run([TRIBUNAL, "task-processes", "--state-dir", "/nonexistent"], capture_output=True,
                           text=True, env={"PATH": "/usr/bin:/bin", STRICT_ENV: ""}, timeout=60)
@@ -90,7 +109,8 @@ def _documents() -> Iterator[tuple[Path, str]]:
                  *sorted((ROOT / "docs").rglob("*.md")), *sorted((ROOT / "examples").iterdir()),
                  *sorted(p for p in (ROOT / "deploy").rglob("*.yaml") if "vendor" not in p.parts),
                  *sorted((ROOT / "streams").rglob("*.py")), *sorted((ROOT / "streams").rglob("*.html")),
-                 *sorted((ROOT / "schemas").glob("*.py")), *sorted((ROOT / "infra").glob("*.sh"))]:
+                 *sorted((ROOT / "schemas").glob("*.py")), *sorted((ROOT / "infra").glob("*.sh")),
+                 *sorted((ROOT / "bench").glob("*.py"))]:
         text = path.read_text()
         if path.name in ("renamed.py", "changelog.md"):  # the old names are their subject
             continue

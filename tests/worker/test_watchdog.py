@@ -23,6 +23,7 @@ class Consumer:
 class Flags:
     rebalancing: bool = False
     in_recovery: bool = False
+    should_stop: bool = False
     consumer: Consumer = field(default_factory=Consumer)
 
 
@@ -86,7 +87,8 @@ def test_the_join_guard_looks_from_the_first_rebalance_before_any_timer_runs(mon
         while not restarts:
             await asyncio.sleep(0.01)
         assert dog._join_guard is not None
-        dog._join_guard.cancel()
+        app.should_stop = True  # the app stops: so does the guard
+        await asyncio.wait_for(dog._join_guard, 1.0)
         return began
 
     began = asyncio.run(asyncio.wait_for(first_join(), 10))
