@@ -3,8 +3,7 @@
 Kafka refuses a record above a size: the worker's producer sends none larger than `RECORD_LIMIT` (its
 `max_request_size`, under the broker's default `message.max.bytes` of 1,048,588). A pool whose policy, state or
 decisions would pass it must be refused where it is applied (`tribunal pools policy apply`,
-                                                             `DeciderClient.apply_policy`)
-with the limit named, never found by a worker that cannot write what it decided.
+`DeciderClient.apply_policy`) with the limit named, never found by a worker that cannot write what it decided.
 
 Each bound is the bytes of a record built at its largest: every app named, every count at the capacity, every
 metrical and score at the longest a float prints, every move and every name the reason can list. A pool's records
@@ -33,6 +32,9 @@ from streams.errors import ConfigError
 RECORD_LIMIT = 1 << 20  # the worker's producer's max_request_size (`worker.app`): the largest record it sends
 LONGEST_FLOAT = 33.333333333333336  # a metrical or score as long as a float prints (17 significant digits)
 REASON_WORDS = 200  # the reason's own words beside the names it lists
+
+
+WHOLE_SHARE = 0.1  # of the limit: whole decisions larger than this get the advice of the `changes` form
 
 
 class RecordTooLarge(ConfigError):
@@ -84,3 +86,19 @@ def check(policy: DeciderPolicy, limit: int = RECORD_LIMIT) -> dict[str, int]:
             f"record may take (the worker's producer's max_request_size, under Kafka's default message.max.bytes "
             f"of 1,048,588). Split the pool, or shorten its apps' names and ranges")
     return found
+
+
+def advice(policy: DeciderPolicy, limit: int = RECORD_LIMIT) -> str | None:
+    """What to tell the owner of a pool whose whole decisions may pass `WHOLE_SHARE` of `limit` (None: nothing).
+
+    Such a pool fits, but every decision writes every app: at 1,000 apps encoding a whole decision was 0.06 of the
+    rate at 10 apps, against 0.57 for the `changes` form (bench/core_fold.py, issue 49), and each one crosses the
+    network and the changelog whole."""
+    if policy.decisions == "changes":
+        return None
+    size = bounds(policy)["decision"]
+    if size <= WHOLE_SHARE * limit:
+        return None
+    return (f"decider policy {policy.version} ({len(policy.apps):,} apps): its whole decisions may take up to "
+            f"{size:,} bytes, more than {WHOLE_SHARE:.0%} of the {limit:,} a record may take; with "
+            f"`decisions: changes` each decision carries only the apps it changed")

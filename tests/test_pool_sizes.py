@@ -77,3 +77,17 @@ def test_the_client_refuses_it_before_it_writes() -> None:
     client = DeciderClient(Settings(kafka_bootstrap="127.0.0.1:9"), "p")  # never started: no broker is asked
     with pytest.raises(pool_sizes.RecordTooLarge):
         asyncio.run(client.apply_policy(DeciderPolicy.model_validate(policy(4000))))
+
+
+def test_a_pool_whose_whole_decisions_are_large_is_told_of_the_changes_form(tmp_path: Path) -> None:
+    large, small = DeciderPolicy.model_validate(policy(1000)), DeciderPolicy.model_validate(policy(100))
+    told = pool_sizes.advice(large)
+    assert told is not None and "`decisions: changes`" in told and "1,000 apps" in told
+    assert pool_sizes.bounds(large)["decision"] > pool_sizes.WHOLE_SHARE * pool_sizes.RECORD_LIMIT
+    assert pool_sizes.advice(small) is None
+    assert pool_sizes.advice(DeciderPolicy.model_validate(policy(1000, decisions="changes"))) is None
+    path = tmp_path / "large.json"
+    path.write_text(json.dumps(policy(1000)))
+    done = tribunal("pools", "policy", "validate", str(path), env={"PATH": "/usr/bin:/bin"}, timeout=60)
+    assert done.stdout.startswith("valid decider policy") and "advice:" in done.stderr
+    assert "`decisions: changes`" in done.stderr

@@ -100,10 +100,16 @@ def tail(topic: Annotated[str, typer.Argument(help="Topic name, without the pref
 def policy_validate(file: Annotated[Path, typer.Argument(help="Policy file: a record, or a seed document")],
                     version: Annotated[str | None, typer.Option(help="Version for a bare seed document")] = None,
                     capacity: Annotated[int | None, typer.Option(help="Pool capacity to check")] = None) -> None:
-    """Print every error at once, or a one-line summary of a valid policy."""
+    """Print every error at once, or a one-line summary of a valid policy (and, on stderr, advice for a large
+    pool)."""
+    from schemas.policy import DeciderPolicy
     from streams.policy_files import summary
+    from streams.pool_sizes import advice
 
-    typer.echo(summary(load_policy(file, version, capacity)))
+    policy = load_policy(file, version, capacity)
+    typer.echo(summary(policy))
+    if isinstance(policy, DeciderPolicy) and (told := advice(policy)) is not None:
+        typer.echo(f"tribunal: advice: {told}", err=True)
 
 
 @policy_cli.command("apply")
