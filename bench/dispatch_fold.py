@@ -19,7 +19,7 @@ import json
 import statistics
 import time
 
-from machine import describe  # type: ignore[import-not-found]
+from machine import describe, ratio  # type: ignore[import-not-found]
 
 from streams.core import dispatch
 from streams.core.source import SourceRecord
@@ -101,6 +101,7 @@ def main() -> None:
               f"starting the next job; median of {args.repeat})")
     print(f"{sizes[1]:,} / {sizes[0]:,} pending: {statistics.median(ratios):.2f} (median of the {args.repeat} "
           f"alternated pairs' ratios; {min(ratios):.2f}-{max(ratios):.2f})")
+    ratio(f"dispatcher commands/s at {sizes[1]:,} pending / at {sizes[0]:,}", ratios)
 
 
 if __name__ == "__main__":

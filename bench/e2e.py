@@ -51,7 +51,7 @@ from typing import Any, NamedTuple
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from machine import describe, local_stack  # type: ignore[import-not-found]
+from machine import describe, local_stack, ratio  # type: ignore[import-not-found]
 
 from streams.clients import envelope
 from streams.infra.topology import free_ports
@@ -550,6 +550,8 @@ def ceiling(records: int, rounds: int) -> None:
     to_outputs = [row[4][0] / row[6][0] for row in rows]
     print(f"tribunal backlog to the loop writing the worker's outputs: median ratio "
           f"{statistics.median(to_outputs):.2f} ({min(to_outputs):.2f}-{max(to_outputs):.2f})")
+    ratio("worker exactly-once backlog / the transactional loop folding the same records and writing the same bytes",
+          [row[4][0] / row[7][0] for row in rows])
 
 
 def latency_rounds(rate: float, seconds: float, rounds: int) -> None:
@@ -587,6 +589,7 @@ def latency_rounds(rate: float, seconds: float, rounds: int) -> None:
           f"{statistics.median(warm_ratios):.2f} ({min(warm_ratios):.2f}-{max(warm_ratios):.2f}); the loop with a "
           f"producer per partition / the loop: median {statistics.median(partition_ratios):.2f} "
           f"({min(partition_ratios):.2f}-{max(partition_ratios):.2f})")
+    ratio(f"exactly-once p99 at {rate:,.0f}/s / the transactional loop's", ratios)
 
 
 def loop_in_child(bootstrap: str, name: str, records: int, per_partition: bool, broker: int,

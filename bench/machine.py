@@ -14,6 +14,14 @@ from streams.infra import Cluster, Topology
 from streams.infra.topology import free_ports
 
 
+def ratio(name: str, values: list[float]) -> None:
+    """One line a reader or a script finds a goal's figure by: `ratio: NAME = MEDIAN (LOW-HIGH, n=N)`, NAME as in
+    the performance table and issue 59's goals."""
+    import statistics
+
+    print(f"ratio: {name} = {statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f}, n={len(values)})")
+
+
 def describe() -> str:
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.processor())

@@ -43,7 +43,7 @@ from e2e import (  # type: ignore[import-not-found]
     policies,
     run_phase,
 )
-from machine import describe, local_stack  # type: ignore[import-not-found]
+from machine import describe, local_stack, ratio  # type: ignore[import-not-found]
 
 from streams.core import pools
 from streams.core.source import SourceRecord
@@ -150,6 +150,7 @@ def main() -> None:
           f"quixstreams: median {statistics.median(ceilings):.2f} ({min(ceilings):.2f}-{max(ceilings):.2f}); the "
           f"aiokafka loop running the fold / quixstreams: median {statistics.median(folds):.2f} "
           f"({min(folds):.2f}-{max(folds):.2f})")
+    ratio("worker exactly-once backlog / quixstreams on the same fold, exactly-once", ratios)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from itertools import islice
 from pathlib import Path
 
 from core_fold import policy  # type: ignore[import-not-found]
-from machine import describe  # type: ignore[import-not-found]
+from machine import describe, ratio  # type: ignore[import-not-found]
 
 from streams.gc_settings import fewer_collections
 from streams.lines import records_of
@@ -99,6 +99,8 @@ def main() -> None:
     print(f"the most a replay could reach against {jobs} times the folds alone (each process reading, folding and "
           f"writing its own records, nothing else): {best:.2f} x {together / alone / 2:.2f} (two at once) = "
           f"{best * together / alone / 2:.2f}; this replay {rate / alone / jobs:.2f}")
+    ratio("replay on one process per core / the replay bench's own ceiling",
+          [(rate / alone / jobs) / (best * together / alone / 2)])
 
 
 def folds_alone(log: Path, most: int) -> tuple[float, int]:
