@@ -290,13 +290,7 @@ class Checkpoint:
             async with lock:
                 delivered = await self._send_batches(producer, records)
                 handed = max(handed, time.perf_counter())
-                failed = [a for a in await asyncio.gather(*delivered, return_exceptions=True)
-                          if isinstance(a, BaseException)]
-                if failed:
-                    # A write that failed after a rebalance was for a revoked partition (its producer stopped):
-                    # its records go to the new owner. Otherwise `run` starts the worker again.
-                    if self.continuity.generation == generation:
-                        raise failed[0]
+                if not await self._acknowledged(delivered, generation):
                     return
                 for (topic, partition), offset in part.last.items():
                     self.continuity.done(topic, partition, offset, generation)
@@ -334,9 +328,7 @@ class Checkpoint:
         # flush in ten at 1,000/s, measured). A write that failed after a rebalance was for a
         # revoked partition (its producer stopped): its records go to the new owner.
         handed = time.perf_counter()
-        failed = [r for r in await asyncio.gather(*delivered, return_exceptions=True) if isinstance(r, BaseException)]
-        if failed and self.continuity.generation == generation:
-            raise failed[0]  # nothing of this batch counts as done: `run` starts the worker again
+        await self._acknowledged(delivered, generation)
         for part in sent_parts:
             for (topic, partition), offset in part.last.items():
                 self.continuity.done(topic, partition, offset, generation)
@@ -350,6 +342,15 @@ class Checkpoint:
             await self.app.consumer.commit()
             await self.app.consumer.commit()
         return handed, sent
+
+    async def _acknowledged(self, delivered: list[asyncio.Future[Any]], generation: int | None) -> bool:
+        """Whether every write in `delivered` was acknowledged. A write that failed after a rebalance was for a
+        revoked partition (its producer stopped): its records go to the new owner. Otherwise nothing of the batch
+        counts as done: the first failure is raised, and `run` starts the worker again."""
+        failed = [r for r in await asyncio.gather(*delivered, return_exceptions=True) if isinstance(r, BaseException)]
+        if failed and self.continuity.generation == generation:
+            raise failed[0]
+        return not failed
 
     async def _send_batches(self, producer: Any, records: list[Send]) -> list[asyncio.Future[Any]]:
         """Send `records` as one aiokafka record batch per topic partition (`send_batch`), in order per
