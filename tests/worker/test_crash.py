@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,25 @@ def decided_exactly_once(got: list[dict[str, Any]], topic: str, produced: list[t
     assert not violations, f"{violations[:5]}; {context}"
 
 
+def random_metrics(prefix: str, rng: random.Random, count: int, pools: int = POOLS
+                   ) -> list[tuple[str, bytes | None, bytes | None]]:
+    """`count` metric envelopes for random apps of the first `pools` pools (`pool_policy`), as produced records."""
+    return [(prefix + "plugin_decider", f"pool-{rng.randrange(pools):02d}".encode(),
+             envelope(rng.choice(["ats", "hadoop", "redis", "spark"]), rng.randrange(101), "plugin_decider"))
+            for _ in range(count)]
+
+
+def verified_exactly_once(kafka: str, prefix: str, produced: list[tuple[int, int]], expected: int,
+                          worker_env: dict[str, str], context: Callable[[], str]) -> None:
+    """The committed decisions: one per input (`decided_exactly_once`), and `replay --from-kafka --verify` agrees
+    with every output. `context()` says what happened, for a failure."""
+    got = [json.loads(r.value) for r in asyncio.run(
+        read_committed(kafka, prefix + "scaling-decisions", expected, timeout=300))]
+    decided_exactly_once(got, prefix + "plugin_decider", produced, expected, context())
+    verified = tribunal("audit", "replay", "--from-kafka", "--verify", env=worker_env)
+    assert agreed(verified.stdout, expected) >= expected, context()
+
+
 def wrong_partition(key: bytes | None) -> int:
     """A partition other than the key's: every record must be forwarded before it is folded."""
     assert key is not None
@@ -58,9 +78,7 @@ def test_sigkill_loses_and_duplicates_no_decision(kafka: str, unique: str, worke
     assert len(asyncio.run(read_committed(kafka, p + "scaling-decisions", POOLS, timeout=120))) == POOLS, \
         worker.log()[-3000:]
 
-    metrics = [(p + "plugin_decider", f"pool-{rng.randrange(POOLS):02d}".encode(),
-                envelope(rng.choice(["ats", "hadoop", "redis", "spark"]), rng.randrange(101), "plugin_decider"))
-               for _ in range(RECORDS)]
+    metrics = random_metrics(p, rng, RECORDS)
     produced, kills = produce_while_killing(kafka, metrics, 1000, worker, rng, KILLS, longest=3.0)
 
     expected = POOLS + RECORDS
@@ -127,18 +145,9 @@ def test_sigkill_while_records_are_forwarded_loses_and_duplicates_nothing(kafka:
     records = 6_000
     asyncio.run(produce_all(kafka, [(p + "policies", f"pool-{i:02d}".encode(), json.dumps(pool_policy(i)).encode())
                                     for i in range(POOLS)]))
-    metrics = [(p + "plugin_decider", f"pool-{rng.randrange(POOLS):02d}".encode(),
-                envelope(rng.choice(["ats", "hadoop", "redis", "spark"]), rng.randrange(101), "plugin_decider"))
-               for _ in range(records)]
+    metrics = random_metrics(p, rng, records)
     produced, kills = produce_while_killing(kafka, metrics, 400, worker, rng, 3, longest=4.0,
                                             partitioner=wrong_partition)  # ~15 s
     assert all(part == wrong_partition(key) for (part, _), (_, key, _) in zip(produced, metrics, strict=True))
-
-    expected = POOLS + records
-    got = [json.loads(r.value) for r in asyncio.run(
-        read_committed(kafka, p + "scaling-decisions", expected, timeout=300))]
-    context = f"seed {seed}, {kills} kills; worker log tail:\n{worker.log()[-3000:]}"
-    decided_exactly_once(got, p + "plugin_decider", produced, expected, context)
-
-    verified = tribunal("audit", "replay", "--from-kafka", "--verify", env=worker_env)
-    assert agreed(verified.stdout, expected) >= expected, context
+    verified_exactly_once(kafka, p, produced, POOLS + records, worker_env,
+                          lambda: f"seed {seed}, {kills} kills; worker log tail:\n{worker.log()[-3000:]}")
