@@ -102,6 +102,7 @@ def create_app(settings: Settings) -> faust.App:
     faust_private.assign_topics_missing_from_metadata()
     faust_private.rejoin_when_the_group_is_rebalancing()
     faust_private.start_transactions_at_once()
+    faust_private.skip_autodiscovery_marks()
     settings.data_dir.mkdir(parents=True, exist_ok=True)  # Faust makes only the last level (a fresh checkout has no
     # .tribunal/ until `infra up` runs, and a worker on a broker elsewhere never runs it)
     app = faust.App(
