@@ -4,17 +4,13 @@ Why batches (bench/e2e.py, docs/performance-history.md): written record by recor
 changelog record per input, a lock round per input, and Faust's commit of one transactional
 producer after another (100-500 ms with eight of them), during which the agent waited on the
 very lock the commit held. So the agents only fold, in memory, and hand each record's effects to
-the checkpoint; under exactly-once each source partition's producer has a flusher of its own (a
-lane), which takes everything its partition folded so far, writes each changed key's state once
-(the changelog is compacted: only its last value counts), sends the outputs, and commits the
-partition's transaction as soon as its own records are acknowledged (not through Faust's consumer,
-which committed every producer after the slowest partition's acknowledgement, and twice), while
-the agents fold the next records and the other lanes write and commit theirs: a decision waits for
-its own partition's round trips alone (issue 59: with one flusher for all, a partition's next
-batch waited for the slowest partition's commit). Under light load a batch is the one record that
-just arrived; under heavy load it grows to what arrived during the previous commit, so latency
-stays about two commit round trips and throughput rises with load. At-least-once, one flusher
-writes every partition's records and commits through Faust's consumer.
+the checkpoint; one flusher task takes everything folded so far, writes each changed key's state
+once (the changelog is compacted: only its last value counts), sends the outputs, and commits each
+source partition's transaction as soon as its own records are acknowledged, the partitions side by
+side (not through Faust's consumer, which committed every producer after the slowest partition's
+acknowledgement, and twice), while the agents fold the next records. Under light load a batch
+is the one record that just arrived; under heavy load it grows to what arrived during the previous
+commit, so latency stays about two commit round trips and throughput rises with load.
 
 Why the worker writes its changelogs and outputs itself, under Faust's transaction lock: two
 gaps in Faust's exactly-once, measured in tests/worker/test_crash.py under SIGKILLs. `Topic.send`
@@ -27,11 +23,9 @@ transactional producer of the source partition (`streams.worker.faust_private`).
 What keeps it exactly-once:
 * All of one source partition's effects in a batch (changelog records and outputs) are sent under
   the lock Faust commits that partition's transactional producer under, in one hold: a commit
-  cannot fall between a record's outputs and the state that remembers them.
-* Lanes share nothing: a key lives in one partition, so its states and outputs are one lane's, and
-  a lane's transaction holds its partition's offsets alone. A SIGKILL at any step of a lane's flush
-  leaves that transaction open, and the partition's next producer aborts it: the batch whole or
-  none of it (tests/worker/test_flush_steps.py kills the worker at each step).
+  cannot fall between a record's outputs and the state that remembers them. A SIGKILL at any step
+  of a partition's flush leaves its transaction open, and the partition's next producer aborts it:
+  the batch whole or none of it (tests/worker/test_flush_steps.py kills the worker at each step).
 * The states written are dumped when the batch is taken, before the first await: a state may
   never include records whose outputs are not in the same batch.
 * An input offset counts as done (`Continuity.done`) only after the broker acknowledged its
@@ -53,7 +47,6 @@ What keeps it exactly-once:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Iterable, Sequence
@@ -93,21 +86,6 @@ class _Partition:
     sends: list[Send] = field(default_factory=list)
     dirty: dict[tuple[int, str], Keeper[Any]] = field(default_factory=dict)  # (keeper id, key) -> keeper, in order
     last: dict[tuple[str, int], int] = field(default_factory=dict)  # (topic, partition) -> last offset folded
-    count: int = 0  # records folded
-
-
-Lane = tuple[str | None, int] | None  # a producer's partition under exactly-once; None: every partition at once
-
-
-@dataclass
-class _Flusher:
-    """One lane's flusher: what wakes it, when its last flush ended and how many records it wrote."""
-
-    work: asyncio.Event = field(default_factory=asyncio.Event)
-    flushing: asyncio.Lock = field(default_factory=asyncio.Lock)  # its flush's, or `settle`'s
-    finished: float = 0.0
-    last: int = 0
-    task: asyncio.Future[None] | None = None
 
 
 @dataclass
@@ -143,9 +121,9 @@ class Checkpoint:
     stats: Stats = field(default_factory=Stats)
     tally: Tally = field(default_factory=Tally)  # what `/metrics` shows
     _partitions: dict[str, int] = field(default_factory=dict)  # topic -> partition count
-    _flushers: dict[Lane, _Flusher] = field(default_factory=dict)
-    _new: asyncio.Event = field(default_factory=asyncio.Event)  # a lane without its flusher task yet
+    _work: asyncio.Event = field(default_factory=asyncio.Event)
     _room: asyncio.Event = field(default_factory=asyncio.Event)
+    _flushing: asyncio.Lock = field(default_factory=asyncio.Lock)  # one flush at a time: the flusher's or `settle`'s
     _assigned: asyncio.Event = field(default_factory=asyncio.Event)  # clear from a revocation to the next assignment
 
     def __post_init__(self) -> None:
@@ -164,11 +142,6 @@ class Checkpoint:
             if part is None:
                 part = self._by_tid[(tid, m.partition)] = _Partition(tid, m.partition)
             self._pending[(m.topic, m.partition)] = part
-        lane: Lane = None if part.tid is None else (part.tid, part.partition)
-        flusher = self._flushers.get(lane)
-        if flusher is None:
-            flusher = self._flushers[lane] = _Flusher()
-            self._new.set()
         source, prefix = source_topic or m.topic, self.settings.topic_prefix
         part.sends.extend(Send(topic_of(e.stream, source, prefix), e.key.encode("utf-8"), e.value_bytes())
                           for e in outputs)
@@ -181,10 +154,9 @@ class Checkpoint:
             part.dirty[(id(keeper), key)] = keeper
         part.last[(m.topic, m.partition)] = m.offset
         part.event = event
-        part.count += 1
         self._count += 1
         self.stats.records += 1
-        flusher.work.set()
+        self._work.set()
 
     def follow_generation(self) -> None:
         """After a rebalance, forget every state folded in memory (its batch is dropped, see `_take`)."""
@@ -211,41 +183,26 @@ class Checkpoint:
         return self.app.consumer_generation_id == generation
 
     async def run(self) -> None:
-        """The flushers: under exactly-once one for each source partition's producer (a lane), each writing and
-        committing its own partition's records on its own (see `_flush_lane`); at-least-once, one for all.
-        Started here, as each lane first has records, and stopped with this task."""
-        try:
-            while True:
-                await self._new.wait()
-                self._new.clear()
-                for lane, flusher in self._flushers.items():
-                    if flusher.task is None:
-                        flusher.task = asyncio.ensure_future(self._flush_lane(lane, flusher))
-        finally:
-            for flusher in self._flushers.values():
-                if flusher.task is not None:
-                    flusher.task.cancel()
-
-    async def _flush_lane(self, lane: Lane, flusher: _Flusher) -> None:
-        """One lane's flusher: write and commit whatever it folded, after a pause that grows with the load.
+        """The flusher: write and commit whatever was folded, after a pause that grows with the load.
 
         A transaction costs the broker about the same whatever it holds (measured: at a commit
         every 30 ms the broker spent three times the CPU the worker did). So after a commit the
         flusher waits `WAIT_PER_RECORD` for each record the last batch held, at most `interval`:
         a light load is committed at once (a record waits about two commit round trips), a heavy
-        one in larger, fewer transactions. A lane does not wait for another's commit: a decision waits
-        for its own partition's acknowledgements and commit alone, not for the slowest partition's.
+        one in larger, fewer transactions.
         """
+        last, finished = 0, 0.0
         while True:
-            await flusher.work.wait()
-            wait = flusher.finished + min(self.interval, flusher.last * WAIT_PER_RECORD) - time.monotonic()
+            await self._work.wait()
+            wait = finished + min(self.interval, last * WAIT_PER_RECORD) - time.monotonic()
             if wait > 0 and self._count < self.max_records:
                 await asyncio.sleep(wait)
             while not self._assigned.is_set():  # a second revocation may clear it before this wakes
                 await self._assigned.wait()
-            flusher.work.clear()
-            flusher.last = await self._flush_or_restart(lane, flusher.flushing)
-            flusher.finished = time.monotonic()
+            self._work.clear()
+            last = self._count
+            await self._flush_or_restart()
+            finished = time.monotonic()
 
     async def settle(self) -> None:
         """The group is rebalancing: write and commit everything folded so far, then write nothing
@@ -253,23 +210,16 @@ class Checkpoint:
         acknowledgements, so under exactly-once the offsets are committed through the transactions
         directly; under at-least-once the batch is only written (redelivery may repeat it)."""
         self._assigned.clear()
-        locks = [flusher.flushing for _, flusher in sorted(self._flushers.items(), key=lambda item: repr(item[0]))]
-        async with contextlib.AsyncExitStack() as held:  # every lane's flush in flight ends first
-            for lock in locks:
-                await held.enter_async_context(lock)
-            await self._flush_or_restart(None, None, settling=True)
+        await self._flush_or_restart(settling=True)
 
     def resume(self) -> None:
         """The new assignment is in place: write again (what was folded before it is dropped)."""
         self._assigned.set()
 
-    async def _flush_or_restart(self, lane: Lane, lock: asyncio.Lock | None, settling: bool = False) -> int:
-        """`flush` under `lock` (None: held already); the records it wrote."""
+    async def _flush_or_restart(self, settling: bool = False) -> None:
         try:
-            if lock is None:
-                return await self.flush(lane, settling)
-            async with lock:
-                return await self.flush(lane, settling)
+            async with self._flushing:
+                await self.flush(settling)
         except asyncio.CancelledError:
             raise
         except Exception as e:
@@ -279,25 +229,16 @@ class Checkpoint:
             restart_if_fenced(e)
             log.exception("writing a batch failed; restarting the worker")
             restart_in_place()
-            return 0
 
-    def _take(self, lane: Lane) -> tuple[list[tuple[_Partition, list[Send]]], int]:
-        """The batch of `lane` (None: of every lane) to write, every record of it materialised now (no await here:
-        see the module doc), and how many records were folded into it."""
-        if lane is None:
-            pending, self._by_tid, self._pending = list(self._by_tid.values()), {}, {}
-        else:
-            part = self._by_tid.pop(lane, None)
-            pending = [] if part is None else [part]
-            for source in () if part is None else part.last:
-                self._pending.pop(source, None)
-        count = sum(part.count for part in pending)
-        self._count -= count
+    def _take(self) -> list[tuple[_Partition, list[Send]]]:
+        """The batch to write, every record of it materialised now (no await here: see the module doc)."""
+        pending, self._by_tid, self._pending = self._by_tid, {}, {}
+        self._count = 0
         self._room.set()
         if self._generation != self.continuity.generation or self._generation != self.app.consumer_generation_id:
-            return [], count  # folded before a rebalance: delivered again from the committed offsets
+            return []  # folded before a rebalance: delivered again from the committed offsets
         batch = []
-        for part in pending:
+        for part in pending.values():
             records = []
             for (_, key), keeper in part.dirty.items():
                 for table, name, value in keeper.writes(key):
@@ -305,13 +246,13 @@ class Checkpoint:
                     records.append(Send(table.changelog_topic.get_topic_name(),
                                         *faust_private.encoded(table, name, value), part.partition))
             batch.append((part, records + part.sends))
-        return batch, count
+        return batch
 
-    async def flush(self, lane: Lane = None, settling: bool = False) -> int:
-        """Write and commit `lane`'s batch (None: every lane's); the records folded into it."""
+    async def flush(self, settling: bool = False) -> None:
         generation = self._generation
         started = time.perf_counter()
-        batch, count = self._take(lane)
+        count = self._count
+        batch = self._take()
         if self.app.in_transaction and not settling:
             handed, sent = await self._commit_each(batch, generation)
         else:
@@ -324,7 +265,6 @@ class Checkpoint:
             self.tally.commit.observe(time.perf_counter() - started)
             stats.batches += 1
             stats.largest = max(stats.largest, count)
-        return count
 
     async def _commit_each(self, batch: list[tuple[_Partition, list[Send]]], generation: int | None
                            ) -> tuple[float, float]:

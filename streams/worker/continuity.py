@@ -56,6 +56,8 @@ class Continuity:
     _installed: bool = False
     refetches: int = 0  # times Faust skipped records and they were fetched again (`/metrics`)
     _asking: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _committed: dict[tuple[str, int], int] = field(default_factory=dict)  # answers not used yet, of one generation
+    _committed_generation: int | None = None
     sideband: Sideband = field(init=False)
 
     def __post_init__(self) -> None:
@@ -126,6 +128,32 @@ class Continuity:
                                     if (t, p) not in found))
                 restart_in_place()
 
+    async def _committed_offset(self, tp: tuple[str, int], generation: int | None) -> int:
+        """The group's committed offset of `tp`, asked at its first record in `generation` together with those of
+        every other partition assigned, whose answers wait for their own first records (each used once).
+
+        One question an assignment instead of one a partition: each is a round trip to the group coordinator that
+        the partition's agent waits out, and after a start or a rebalance the partitions' first records came one
+        after another, each asking in turn. An answer kept is still the group's offset
+        when its partition's first record comes: only this member commits the partition in this generation (an
+        earlier owner committed before the assignment; a zombie is fenced by this member's producers, started
+        at the assignment), and it commits a partition only after admitting that partition's records."""
+        from aiokafka import TopicPartition
+
+        if generation != self._committed_generation:
+            self._committed.clear()
+            self._committed_generation = generation
+        known = self._committed.pop(tp, None)
+        if known is not None:
+            return known
+        asked = {TopicPartition(*tp)} | {TopicPartition(t.topic, t.partition) for t in self.app.consumer.assignment()
+                                          if (t.topic, t.partition) not in self._committed}
+        answers = await self.sideband.committed(self.app.conf.id, sorted(asked))
+        if generation == self._committed_generation == self.app.consumer_generation_id:
+            self._committed.update({(t.topic, t.partition): offset for t, offset in answers.items()})
+            self._committed.pop(tp, None)
+        return answers[TopicPartition(*tp)]
+
     async def admit(self, event: Event) -> bool:
         """True if `event` is the next record of its partition; False if it must not be folded now."""
         if not self._installed:
@@ -135,11 +163,7 @@ class Continuity:
         tp, generation = (topic, partition), self.app.consumer_generation_id
         verdict = self.positions.arrive(tp, offset, generation)
         if isinstance(verdict, AskCommitted):
-            from aiokafka import TopicPartition
-
-            asked = TopicPartition(topic, partition)
-            committed = (await self.sideband.committed(self.app.conf.id, [asked]))[asked]
-            verdict = self.positions.committed(tp, offset, generation, committed)
+            verdict = self.positions.committed(tp, offset, generation, await self._committed_offset(tp, generation))
         if isinstance(verdict, AskHeld):
             first = await self.first_offset_from(topic, partition, verdict.start, verdict.before)
             verdict = self.positions.held(tp, offset, generation, first)

@@ -2,9 +2,9 @@
 
 A crash at a random moment (tests/worker/test_crash.py) lands mostly where the worker spends its time, folding
 or waiting; a flush's short steps between two round trips are hit by luck. So each step of a flush names
-itself with `reach`, and `TRIBUNAL_FAILPOINT=STEP:N` has the process SIGKILL itself the N-th time any of its
-flushes reaches STEP (tests/worker/test_flush_steps.py): no handler runs, no buffer is flushed, exactly as a
-`kill -9` from outside. Unset (always, outside such a test), `reach` is one comparison.
+itself with `reach`, and `TRIBUNAL_FAILPOINT=STEP:N` has the process SIGKILL itself the N-th time any source
+partition's flush reaches STEP (tests/worker/test_flush_steps.py): no handler runs, no buffer is flushed, exactly
+as a `kill -9` from outside. Unset (always, outside such a test), `reach` is one comparison.
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ import signal
 ENV = "TRIBUNAL_FAILPOINT"
 
 STEPS = ("taken", "sent", "acknowledged", "offsets", "committed")
-"""A lane's flush under exactly-once, in order: its states dumped into the local store (`taken`), its records
-handed to the transactional producer (`sent`), acknowledged by the broker (`acknowledged`), its input offsets
-added to the transaction (`offsets`), the transaction committed, before the next one begins (`committed`)."""
+"""A source partition's flush under exactly-once (`Checkpoint._commit_each`), in order: its states dumped into the
+local store (`taken`), its records handed to the transactional producer (`sent`), acknowledged by the broker
+(`acknowledged`), its input offsets added to the transaction (`offsets`), the transaction committed, before the
+next one begins (`committed`)."""
 
 
 def _armed(value: str | None) -> tuple[str, int] | None:

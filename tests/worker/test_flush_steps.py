@@ -1,8 +1,8 @@
 """A SIGKILL at each step of a flush leaves the whole batch or none of it (issue 59).
 
-Each source partition's flush runs on its own (`streams.worker.checkpoint`): its states dumped into the local
-store, its records sent, acknowledged, its offsets added to its transaction, the transaction committed. The
-worker kills itself at one such step (`streams.worker.failpoints`), the N-th time any of its lanes reaches it,
+Each source partition's flush (`Checkpoint._commit_each`): its states dumped into the local store, its records
+sent, acknowledged, its offsets added to its transaction, the transaction committed. The worker kills itself at
+one such step (`streams.worker.failpoints`), the N-th time any partition's flush reaches it,
 while metrics stream in; started again without the failpoint, it must have decided every input exactly once
 (by cause, `seq` 1..n per pool) and `tribunal audit replay --from-kafka --verify` must agree with every output.
 A flush that let offsets count before their records' transaction committed loses decisions here, one that
@@ -26,7 +26,7 @@ from tests.worker.test_crash import pool_policy, random_metrics, verified_exactl
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 POOLS, RECORDS, RATE = 8, 1_500, 500.0
-PASS = 5  # the pass that kills: with metrics streaming in, some lanes' flushes committed before
+PASS = 5  # the pass that kills: with metrics streaming in, some partitions' flushes committed before
 
 
 @pytest.mark.parametrize("step", failpoints.STEPS)
