@@ -104,10 +104,6 @@ def broker_properties(topology: Topology, index: int) -> dict[str, str]:
         "transaction.state.log.min.isr": str(isr),
         "transaction.state.log.num.partitions": "10",
         "group.initial.rebalance.delay.ms": "0",
-        # The log cleaner looks for a changelog to compact every second rather than every 15 s (Kafka's default), so
-        # a worker's restart reads about the last second of states written, not up to 15 s of them
-        # (bench/restart.py: docs/operations/workers.md says what a deployment's brokers should set).
-        "log.cleaner.backoff.ms": "1000",
         "auto.create.topics.enable": "true",
     }
 
