@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -75,7 +76,7 @@ async def run(cluster: Any, rate: float, restarts: int, every: float) -> tuple[l
             killed = time.time() * 1000
             started = time.monotonic()
             worker = start_worker(env)
-            if os.environ.get("RESTART_PROFILE"):  # py-spy's samples of the new process's first seconds
+            if os.environ.get("RESTART_PROFILE") and shutil.which("py-spy"):  # the new process's first seconds, sampled
                 subprocess.Popen(["py-spy", "record", "--nonblocking", "-r", "200", "-d", "4", "-f", "raw", "-p",
                                   str(worker.pid), "-o", f"{os.environ['RESTART_PROFILE']}.{i + 1}"],
                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
