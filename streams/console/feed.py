@@ -76,6 +76,8 @@ class Feed:
         self.settings = settings
         self.view = View()
         self.subscribers: set[Callable[[Update], None]] = set()
+        self.told = 0  # updates told so far: a page renders with it, so its stream can say what it missed
+        self._last_told: dict[tuple[str, str | None], int] = {}  # (kind, key) and (kind, None) -> `told` then
         self.caught_up = asyncio.Event()  # set once the records there were at start are read
         self._logical = {settings.topic(name): name for name in (*COMPACTED, *STREAMED)}
         self._dlqs = {spec.name for spec in catalogue(settings) if spec.name.endswith(".dlq")}
@@ -190,7 +192,16 @@ class Feed:
         self.view.letters[(topic, reason)] += 1
         self.view.recent_letters.setdefault((topic, reason), _kept()).append(value)
 
+    def changed_since(self, kind: str, key: str | None, since: int) -> bool:
+        """Whether an update of this kind (and key) was told after `since`: one told between a page's render and
+        its stream's subscription would otherwise never reach that page."""
+        if kind == "any":
+            return self.told > since
+        return self._last_told.get((kind, key), 0) > since
+
     def _tell(self, update: Update) -> None:
+        self.told += 1
+        self._last_told[(update.kind, update.key)] = self._last_told[(update.kind, None)] = self.told
         for callback in list(self.subscribers):
             try:
                 callback(update)

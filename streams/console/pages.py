@@ -53,7 +53,8 @@ SCRIPT = """
         body.dataset.updated = Date.now();
       });
   }
-  const source = new EventSource('/events?' + stream);
+  // since: the updates told when the page was drawn; the stream tells at once of any this page missed
+  const source = new EventSource('/events?' + stream + '&since=' + encodeURIComponent(body.dataset.since || ''));
   source.addEventListener('update', function () { if (!pending) pending = setTimeout(refresh, 200); });
   source.addEventListener('ready', function () { body.dataset.live = 'yes'; });
 })();

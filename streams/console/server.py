@@ -84,8 +84,8 @@ class Console:
 
     def context(self, request: web.Request, title: str, stream: str = "", **more: Any) -> dict[str, Any]:
         identity: Identity | None = request.get("identity")
-        return {"title": title, "stream": stream, "who": identity, "local": self.keyring is None,
-                "csrf": request.get("csrf", ""), **more}
+        return {"title": title, "stream": stream, "since": self.feed.told, "who": identity,
+                "local": self.keyring is None, "csrf": request.get("csrf", ""), **more}
 
     def may_act(self, request: web.Request, verb: Verb, namespace: str) -> bool:
         identity: Identity | None = request.get("identity")
@@ -369,6 +369,9 @@ class Console:
         await response.prepare(request)
         try:
             await response.write(b"event: ready\ndata: {}\n\n")
+            with contextlib.suppress(ValueError):
+                if self.feed.changed_since(kind, key, int(request.query.get("since", ""))):
+                    await response.write(f"event: update\ndata: {kind} {key}\n\n".encode())  # what the page missed
             while True:
                 try:
                     update = await asyncio.wait_for(queue.get(), 15)

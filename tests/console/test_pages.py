@@ -84,3 +84,50 @@ def test_a_pools_rows_and_plot_read_both_forms_of_decision() -> None:
     plot = _instances_plot(decisions, 3_000)
     assert plot is not None and plot.startswith("<svg") and plot.count("<path") > 10
     assert _instances_plot([], 0) is None
+
+
+def test_a_page_hears_of_an_update_told_between_its_render_and_its_stream() -> None:
+    """The live script subscribes only after the page has loaded: a record read in between must still refresh it
+    (the stream tells of it at once, from the `since` the page was drawn with), and a page drawn after it must not
+    be told again."""
+    import asyncio
+    import contextlib
+    import re
+
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from streams.console.server import Console
+
+    console = Console(Settings(topic_prefix="p."), "http://127.0.0.1:1", None)
+    dlq = "p.plugin_decider.dlq"
+
+    async def first_event(client: TestClient, since: str) -> str:
+        response = await client.get("/events", params={"kind": "dlq", "key": dlq, "since": since})
+        events = []
+
+        async def read() -> None:
+            async for line in response.content:
+                if line.startswith(b"event: "):
+                    events.append(line.decode().split()[1])
+                    if len(events) == 2:
+                        return
+        with contextlib.suppress(TimeoutError):  # a stream with nothing more to tell stays open
+            await asyncio.wait_for(read(), 1.0)
+        response.close()
+        return ",".join(events)
+
+    async def scenario() -> tuple[str, str, str]:
+        async with TestClient(TestServer(console.app())) as client:
+            html = await (await client.get(f"/dead-letters/{dlq}/bad_metric")).text()
+            since = re.search(r'data-since="(\d+)"', html)
+            assert since is not None, html
+            console.feed._read(dlq, message({"reason_code": "bad_metric", "reason": "no"}, "a"))  # before it listens
+            missed = await first_event(client, since.group(1))
+            redrawn = re.search(r'data-since="(\d+)"', await (await client.get("/dead-letters")).text())
+            assert redrawn is not None
+            return missed, await first_event(client, redrawn.group(1)), await first_event(client, "")
+
+    missed, current, unknown = asyncio.run(scenario())
+    assert missed == "ready,update"  # told at once of the letter it missed
+    assert current == "ready"  # a page drawn after it: nothing to catch up
+    assert unknown == "ready"  # a page from before this version of the console: as before
