@@ -15,10 +15,13 @@ Exactly-once, and what holds it together:
   read_committed consumer sees a decision exactly when its input counts as consumed.
 * Recovery reads each changelog up to the broker's last stable offset (`streams.worker.faust_private`:
   Faust's own figure is unknown until a first fetch, and then recovery was silently skipped).
-* Under exactly-once the local RocksDB files are discarded at start-up: a SIGKILLed worker may
-  have written state there that its aborted transaction never committed. Recovery re-reads the
-  compacted changelogs read_committed, which hold only committed state (Kafka Streams likewise
-  wipes EOS state stores after an unclean shutdown).
+* The local RocksDB stores hold committed states only: a batch's states enter them after its
+  transaction commits, with the changelog offsets they hold (`Checkpoint._keep`). So a restart,
+  even after a SIGKILL, keeps them and recovery reads each changelog from that offset on, where
+  Kafka Streams wipes an EOS store after an unclean shutdown (and KIP-892 makes its stores
+  transactional for the same end). A store written otherwise (by an earlier version, which wrote
+  states before their commit) or left untouched for `STALE_AFTER` is discarded at start, and its
+  changelogs are read from the start (`keep_or_discard_local_tables`).
 """
 
 from __future__ import annotations
@@ -81,12 +84,28 @@ def rocksdb_options() -> dict[str, int]:
             "block_cache_size": 8 << 20}
 
 
-def discard_local_tables(app: faust.App) -> None:
-    """Remove the worker's local table files so that recovery comes from the changelogs alone."""
+COMMITTED_ONLY = ".committed-states-only"  # in a table directory whose stores hold committed states only
+STALE_AFTER = 3_600.0  # seconds: a store untouched longer is not trusted (see `keep_or_discard_local_tables`)
+
+
+def keep_or_discard_local_tables(app: faust.App, now: float) -> bool:
+    """Keep the worker's local stores for recovery to start from, or remove them so that it reads the changelogs
+    from the start (True: removed). Removed when not marked as holding committed states only, or when nothing in
+    them changed for `STALE_AFTER` seconds before `now` (wall clock): a compacted changelog drops a deleted key's
+    tombstone after `delete.retention.ms` (a day by default), and a store older than that could keep a key that
+    its changelog no longer says was deleted."""
     tables = Path(app.conf.tabledir)
-    if tables.exists():
+    mark = tables / COMMITTED_ONLY
+    discard = tables.exists() and any(tables.iterdir()) and (
+        not mark.exists() or now - max(f.stat().st_mtime for f in tables.rglob("*")) > STALE_AFTER)
+    if discard:
         shutil.rmtree(tables)
-        log.info("discarded local table files in %s; recovering from the changelogs", tables)
+        log.info("discarded local table files in %s (%s); recovering from the changelogs' start", tables,
+                 "written before states were kept only once committed" if not mark.exists() else
+                 f"untouched for over {STALE_AFTER:g} s")
+    tables.mkdir(parents=True, exist_ok=True)
+    mark.touch()
+    return discard
 
 
 def create_app(settings: Settings) -> faust.App:

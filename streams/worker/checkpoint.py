@@ -27,7 +27,9 @@ What keeps it exactly-once:
   of a partition's flush leaves its transaction open, and the partition's next producer aborts it:
   the batch whole or none of it (tests/worker/test_flush_steps.py kills the worker at each step).
 * The states written are dumped when the batch is taken, before the first await: a state may
-  never include records whose outputs are not in the same batch.
+  never include records whose outputs are not in the same batch. They enter the local store only
+  once their partition's transaction committed (`_keep`), with the changelog offsets the store then
+  holds: a restart keeps the store and recovers from there (`streams.worker.app`).
 * An input offset counts as done (`Continuity.done`) only after the broker acknowledged its
   effects; Faust's commit commits only done offsets. A record whose effects were committed but
   whose offset was not is recognised on redelivery by the offsets kept in the state, and yields
@@ -86,6 +88,17 @@ class _Partition:
     sends: list[Send] = field(default_factory=list)
     dirty: dict[tuple[int, str], Keeper[Any]] = field(default_factory=dict)  # (keeper id, key) -> keeper, in order
     last: dict[tuple[str, int], int] = field(default_factory=dict)  # (topic, partition) -> last offset folded
+
+
+@dataclass
+class _Taken:
+    """A source partition's part of a batch, as taken: its records to send, and what enters its local store once
+    its transaction commits."""
+
+    part: _Partition
+    records: list[Send]
+    local: list[tuple[Any, str, Any]]  # (table, key, value)
+    changelogs: set[str]  # the changelog topics among `records`
 
 
 @dataclass
@@ -223,14 +236,13 @@ class Checkpoint:
         except asyncio.CancelledError:
             raise
         except Exception as e:
-            # The local store may already hold states whose changelog records never went out:
-            # start again from the committed changelogs (exactly-once covers a crash, and a
-            # flusher that died would stall every partition).
+            # Start again from the committed states (exactly-once covers a crash, and a flusher that
+            # died would stall every partition).
             restart_if_fenced(e)
             log.exception("writing a batch failed; restarting the worker")
             restart_in_place()
 
-    def _take(self) -> list[tuple[_Partition, list[Send]]]:
+    def _take(self) -> list[_Taken]:
         """The batch to write, every record of it materialised now (no await here: see the module doc)."""
         pending, self._by_tid, self._pending = self._by_tid, {}, {}
         self._count = 0
@@ -239,14 +251,29 @@ class Checkpoint:
             return []  # folded before a rebalance: delivered again from the committed offsets
         batch = []
         for part in pending.values():
-            records = []
+            records, local = [], []
             for (_, key), keeper in part.dirty.items():
                 for table, name, value in keeper.writes(key):
-                    faust_private.set_locally(table, name, value, part.event)  # its changelog record: below
+                    local.append((table, name, value))  # into the local store once committed (`_keep`)
                     records.append(Send(table.changelog_topic.get_topic_name(),
                                         *faust_private.encoded(table, name, value), part.partition))
-            batch.append((part, records + part.sends))
+            batch.append(_Taken(part, records + part.sends, local, {r.topic for r in records}))
         return batch
+
+    @staticmethod
+    def _keep(taken: _Taken, delivered: Sequence[tuple[str, int, asyncio.Future[Any]]]) -> None:
+        """A partition's batch committed: its states into the local store, and with them how far the store now holds
+        each changelog partition it wrote (a record batch's first offset: what follows it in the batch holds the
+        same states or older ones, and recovery applies it again harmlessly). Only committed states ever enter
+        the store, so a restart recovers from there, reading the changelogs' tails only."""
+        if not taken.local or taken.part.event is None:
+            return
+        if not all(future.done() and not future.cancelled() and future.exception() is None
+                   for _, _, future in delivered):
+            return  # a record lost (its partition revoked): the states go to the partition's new owner instead
+        read_to = {(topic, partition): future.result().offset for topic, partition, future in delivered
+                   if topic in taken.changelogs}
+        faust_private.keep_locally(taken.local, taken.part.event, read_to)
 
     async def flush(self, settling: bool = False) -> None:
         generation = self._generation
@@ -266,8 +293,7 @@ class Checkpoint:
             stats.batches += 1
             stats.largest = max(stats.largest, count)
 
-    async def _commit_each(self, batch: list[tuple[_Partition, list[Send]]], generation: int | None
-                           ) -> tuple[float, float]:
+    async def _commit_each(self, batch: list[_Taken], generation: int | None) -> tuple[float, float]:
         """Exactly-once: each source partition's transaction from its first send to its commit, the partitions'
         side by side, each as soon as its own records are acknowledged.
 
@@ -283,15 +309,16 @@ class Checkpoint:
         """
         handed = sent = time.perf_counter()
 
-        async def one(part: _Partition, records: list[Send]) -> None:
+        async def one(taken: _Taken) -> None:
             nonlocal handed, sent
+            part = taken.part
             failpoints.reach("taken")
             try:
                 lock, producer = faust_private.transaction_producer(self.app.producer, part.tid)  # type: ignore[arg-type]
             except KeyError:  # the partition was revoked meanwhile: its records go to its new owner
                 return
             async with lock:
-                delivered = await self._send_batches(producer, records)
+                delivered = await self._send_batches(producer, taken.records)
                 handed = max(handed, time.perf_counter())
                 failpoints.reach("sent")
                 if not await self._acknowledged(delivered, generation):
@@ -306,28 +333,31 @@ class Checkpoint:
                 await producer.commit_transaction()
                 failpoints.reach("committed")
                 faust_private.committed(self.app, offsets)  # before Faust's timer could commit them again
+                self._keep(taken, delivered)
                 await producer.begin_transaction()
 
-        await asyncio.gather(*(one(part, records) for part, records in batch))
+        await asyncio.gather(*(one(taken) for taken in batch))
         return handed, sent
 
-    async def _write_then_commit(self, batch: list[tuple[_Partition, list[Send]]], generation: int | None,
-                                 settling: bool) -> tuple[float, float]:
+    async def _write_then_commit(self, batch: list[_Taken], generation: int | None, settling: bool
+                                 ) -> tuple[float, float]:
         """At-least-once, and a rebalance's last commit: every record written and acknowledged, then the offsets
-        committed (through Faust's consumer, or through the transactions while settling)."""
-        delivered: list[asyncio.Future[Any]] = []
-        sent_parts = []
-        for part, records in batch:
+        committed (through Faust's consumer, or through the transactions while settling), then the states kept."""
+        delivered: list[tuple[str, int, asyncio.Future[Any]]] = []
+        sent_parts: list[tuple[_Taken, list[tuple[str, int, asyncio.Future[Any]]]]] = []
+        for taken in batch:
+            part = taken.part
             if part.tid is None:  # at-least-once: Faust's one producer
-                delivered += await self._send_batches(faust_private.plain_producer(self.app.producer), records)
+                mine = await self._send_batches(faust_private.plain_producer(self.app.producer), taken.records)
             else:
                 try:
                     lock, producer = faust_private.transaction_producer(self.app.producer, part.tid)
                 except KeyError:  # the partition was revoked meanwhile: its records go to its new owner
                     continue
                 async with lock:
-                    delivered += await self._send_batches(producer, records)
-            sent_parts.append(part)
+                    mine = await self._send_batches(producer, taken.records)
+            delivered += mine
+            sent_parts.append((taken, mine))
         # Offsets count as done (and so may be committed, by this flush or Faust's timer) once their
         # effects are acknowledged. A broker that verifies transactional writes (Kafka 3.6+, KIP-890)
         # answers a write still in flight while the coordinator adds offsets to its transaction with
@@ -335,34 +365,41 @@ class Checkpoint:
         # flush in ten at 1,000/s, measured). A write that failed after a rebalance was for a
         # revoked partition (its producer stopped): its records go to the new owner.
         handed = time.perf_counter()
-        await self._acknowledged(delivered, generation)
-        for part in sent_parts:
-            for (topic, partition), offset in part.last.items():
+        acknowledged = await self._acknowledged(delivered, generation)
+        for taken, _ in sent_parts:
+            for (topic, partition), offset in taken.part.last.items():
                 self.continuity.done(topic, partition, offset, generation)
         sent = time.perf_counter()
+        committed = True
         if settling and self.app.in_transaction:
-            if generation == self.app.consumer_generation_id:  # never an older generation's (lower) offsets
+            committed = generation == self.app.consumer_generation_id
+            if committed:  # never an older generation's (lower) offsets
                 await faust_private.commit_in_transactions(self.app, self.continuity.done_offsets())
         else:
             # The first commit may only wait for one already in flight (Faust's timer), which may not
             # include this batch's offsets; the second commits them.
             await self.app.consumer.commit()
             await self.app.consumer.commit()
+        if acknowledged and committed:
+            for taken, mine in sent_parts:
+                self._keep(taken, mine)
         return handed, sent
 
-    async def _acknowledged(self, delivered: list[asyncio.Future[Any]], generation: int | None) -> bool:
+    async def _acknowledged(self, delivered: Sequence[tuple[str, int, asyncio.Future[Any]]], generation: int | None
+                            ) -> bool:
         """Whether every write in `delivered` was acknowledged. A write that failed after a rebalance was for a
         revoked partition (its producer stopped): its records go to the new owner. Otherwise nothing of the batch
         counts as done: the first failure is raised, and `run` starts the worker again."""
-        failed = [r for r in await asyncio.gather(*delivered, return_exceptions=True) if isinstance(r, BaseException)]
+        futures = [future for _, _, future in delivered]
+        failed = [r for r in await asyncio.gather(*futures, return_exceptions=True) if isinstance(r, BaseException)]
         if failed and self.continuity.generation == generation:
             raise failed[0]
         return not failed
 
-    async def _send_batches(self, producer: Any, records: list[Send]) -> list[asyncio.Future[Any]]:
+    async def _send_batches(self, producer: Any, records: list[Send]) -> list[tuple[str, int, asyncio.Future[Any]]]:
         """Send `records` as one aiokafka record batch per topic partition (`send_batch`), in order per
         partition: a future and a partitioner call per record cost a fifth of the worker's time.
-        Returns the batches' delivery futures."""
+        Returns each batch's topic, partition and delivery future, in the order sent."""
         by_partition: dict[tuple[str, int], list[Send]] = {}
         for r in records:
             partition = r.partition
@@ -378,9 +415,9 @@ class Checkpoint:
             for r in sends:
                 while batch.append(key=r.key, value=r.value, timestamp=r.timestamp_ms, headers=r.headers or []) is None:
                     # full: the record starts the next batch
-                    delivered.append(await _send_now(producer, batch, topic, partition))
+                    delivered.append((topic, partition, await _send_now(producer, batch, topic, partition)))
                     batch = producer.create_batch()
-            delivered.append(await _send_now(producer, batch, topic, partition))
+            delivered.append((topic, partition, await _send_now(producer, batch, topic, partition)))
         return delivered
 
 

@@ -9,10 +9,11 @@ into Faust only through a function here, so a Faust upgrade means reading this o
   (`Producer._transaction_producers`, `_trn_locks`); at-least-once, by the aiokafka producer
   behind Faust's (`plain_producer`: `Producer._ensure_producer`), as whole record batches;
   `encoded` gives a table's key and value
-  bytes as its changelog carries them (`Store._encode_key`, `_encode_value`); `set_locally`
-  sets a table entry in the local store for a given event's partition from outside the agent
+  bytes as its changelog carries them (`Store._encode_key`, `_encode_value`); `keep_locally`
+  sets table entries in the local store for a given event's partition from outside the agent
   (the RocksDB store takes the partition from Faust's current-event context variable,
-  `faust.streams._current_event`).
+  `faust.streams._current_event`), then the changelog offsets the store now holds
+  (`Store.set_persisted_offset`, where recovery starts).
 * `committed`: the checkpoint commits each source partition's transaction itself, offsets included
   (`streams.worker.checkpoint`), and tells Faust's consumer what it committed, as Faust's own commit does after its
   transactions (`Consumer._committed_offset`, `tables.on_commit`, the monitor), so that Faust's commit timer does
@@ -78,8 +79,8 @@ into Faust only through a function here, so a Faust upgrade means reading this o
   source file through `inspect.getframeinfo`, about 0.05 s of a start (profiled). The marks are skipped.
 
 * `recover_from_the_start_when_unsure`: recovery starts a changelog partition after the offset its
-  store persisted, else (no offset stored: tribunal writes its stores itself, and discards them at
-  start) after whatever figure its in-memory `active_offsets` still held for it, left over from an
+  store persisted, else (no offset stored: a store discarded at start, or a partition this worker
+  never held) after whatever figure its in-memory `active_offsets` still held for it, left over from an
   earlier assignment, or written there by a check of an earlier generation that raced the
   rebalance ("dictionary changed size during iteration"). Then a partition that came back to a
   worker which held it before was counted as read to its highwater with nothing in its store:
@@ -157,7 +158,7 @@ import linecache
 import logging
 import re
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Generator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -192,6 +193,9 @@ def check() -> None:
               (Producer, "_trn_locks"), (Store, "_encode_key"), (Store, "_encode_value"),
               (Consumer, "_new_offset"), (Consumer, "_add_gap"), (Producer, "commit_transactions"),
               (Producer, "_settings_extra"), (Producer, "_ensure_producer"), (Consumer, "on_buffer_full")]
+    from faust.stores.rocksdb import Store as RocksDBStore
+
+    wanted += [(RocksDBStore, "set_persisted_offset"), (RocksDBStore, "persisted_offset")]
     missing = [f"{cls.__name__}.{name}" for cls, name in wanted if not hasattr(cls, name)]
     import faust.utils.venusian
 
@@ -668,15 +672,23 @@ def transaction_producer(producer: Any, transactional_id: str) -> tuple[Any, Any
     return producer._trn_locks[transactional_id], producer._transaction_producers[transactional_id]
 
 
-def set_locally(table: Any, key: Any, value: Any, event: Any) -> None:
-    """Set `table[key] = value` in the local store only, in `event`'s partition."""
+def keep_locally(writes: Sequence[tuple[Any, Any, Any]], event: Any, read_to: Mapping[tuple[str, int], int]
+                 ) -> None:
+    """Set each `table[key] = value` of `writes` in the local store only, in `event`'s partition; then record
+    that the store holds each changelog partition of `read_to` up to that offset (`Store.set_persisted_offset`,
+    which recovery starts from), after the values, so that a store never claims an offset its values lack."""
     from faust.streams import _current_event
+    from faust.types import TP
 
     token = _current_event.set(weakref.ref(event))
     try:
-        table.data[key] = value
+        for table, key, value in writes:
+            table.data[key] = value
     finally:
         _current_event.reset(token)
+    stores = {table.changelog_topic.get_topic_name(): table.data for table, _, _ in writes}
+    for (topic, partition), offset in read_to.items():
+        stores[topic].set_persisted_offset(TP(topic, partition), offset)
 
 
 def plain_producer(producer: Any) -> Any:

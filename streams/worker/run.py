@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 
 import faust
 
@@ -11,17 +12,14 @@ from streams.compiled import running
 from streams.gc_settings import fewer_collections, freeze_start_up
 from streams.settings import Settings
 from streams.topics import create_topics, declare_topics
-from streams.worker.app import CHANGELOG_CONFIG, create_app, discard_local_tables
+from streams.worker.app import CHANGELOG_CONFIG, create_app, keep_or_discard_local_tables
 
 log = logging.getLogger(__name__)
 
 
 def run(settings: Settings) -> None:
-    """Create missing topics, build the app, and run it until stopped.
-
-    Under exactly-once the local table files are discarded first (see `streams.worker.app`): a
-    SIGKILLed worker may have written state there that its aborted transaction never committed.
-    """
+    """Create missing topics, build the app, and run it until stopped; the local stores are kept for recovery to
+    start from, unless they cannot be trusted (`streams.worker.app.keep_or_discard_local_tables`)."""
     logs.configure(settings.log_format)  # lines before Faust's own logging starts: in the same format
     log.info("tribunal %s; the core: %s", __version__, running())
     create_topics(settings)
@@ -33,8 +31,7 @@ def run(settings: Settings) -> None:
     _, changed = declare_topics(settings, changelogs)
     if changed:  # made by an earlier version, with the broker's defaults
         log.warning("changelog topics %s now have %s (streams.worker.app.CHANGELOG_CONFIG)", changed, CHANGELOG_CONFIG)
-    if settings.processing_guarantee == "exactly_once":
-        discard_local_tables(app)
+    keep_or_discard_local_tables(app, time.time())
     freeze_start_up()
     worker = faust.Worker(app, loglevel=settings.log_level, logfile=None, quiet=settings.log_format == "json",
                           logging_config=logs.faust_logging_config(settings.log_format, settings.log_level))

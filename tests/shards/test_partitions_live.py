@@ -100,11 +100,18 @@ def test_partitions_freezes_and_kills_leave_no_orphan_and_never_a_task_on_two_no
     watch.start()
     figures: dict[str, float] = {}
 
+    def told(node: str) -> str:
+        """What a wait that timed out shows: the runs seen, the plan in ZooKeeper, the node's own log and run log."""
+        runs = job_set.tmp / f"runs-{node}.jsonl"
+        tail = runs.read_text()[-1500:] if runs.exists() else ""
+        return (f"{node}: {running(state)}; plan {job_set.zk.get(f'{job_set.root}/js/live')[0].decode()}\n"
+                f"--- {node}'s log\n{job_set.nodes[node].log()[-4000:]}\n--- its run log\n{tail}")
+
     def victim_running() -> tuple[str, set[int]]:
         plan = job_set.settled(set(NODES))
         victim = next(n for n in NODES if n != job_set.leader())
         theirs = {t for first, last in plan["ranges"][victim] for t in range(first, last + 1)}
-        until(lambda: len(running(state).get(victim, {})) >= 2, lambda: f"{victim}'s runs: {running(state)}",
+        until(lambda: len(running(state).get(victim, {})) >= 2, lambda: f"{victim}'s runs: {told(victim)}",
               timeout=30, every=0.05)
         return victim, theirs
 
@@ -149,7 +156,8 @@ def test_partitions_freezes_and_kills_leave_no_orphan_and_never_a_task_on_two_no
         job_set.spaces[victim].heal()
         job_set.settled(set(NODES))
         assert job_set.incarnation(victim) not in (None, incarnation)  # it came back as a new incarnation
-        until(lambda: victim in running(state), "the healed node running tasks again", timeout=60)
+        until(lambda: victim in running(state), lambda: f"the healed node running tasks again: {told(victim)}",
+              timeout=60)
 
         # a freeze past the session: the guardian ends the runs when the lease runs out
         victim, theirs = victim_running()

@@ -1,12 +1,15 @@
 """What a worker makes of its surroundings: changelogs the broker compacts soon (from a fresh start or an
-earlier version's topics), and logs a pipeline can read (`--log-format json`)."""
+earlier version's topics), logs a pipeline can read (`--log-format json`), and local stores kept for recovery
+only when they can be trusted."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
+from types import SimpleNamespace
 
-from streams.worker.app import CHANGELOG_CONFIG
+from streams.worker.app import CHANGELOG_CONFIG, COMMITTED_ONLY, STALE_AFTER, keep_or_discard_local_tables
 from tests.helpers import Worker, create_topic, running, topic_settings, tribunal, wait_until_ready
 
 
@@ -34,3 +37,28 @@ def test_with_json_logs_every_line_the_worker_writes_is_one_json_object(worker_e
     entries = [json.loads(line) for line in lines]  # no banner, no table drawn across lines
     assert all({"time", "level", "logger", "message"} <= set(e) for e in entries)
     assert any(e["message"] == "[^Worker]: Ready" for e in entries)
+
+
+def test_local_stores_are_kept_only_when_marked_committed_only_and_recently_written(tmp_path: Path) -> None:
+    tables = tmp_path / "tables"
+    app = SimpleNamespace(conf=SimpleNamespace(tabledir=str(tables)))
+    store = tables / "pool-state-0.db" / "000001.log"
+
+    def written(at: float, marked: bool) -> None:
+        store.parent.mkdir(parents=True, exist_ok=True)
+        store.write_text("states")
+        os.utime(store, (at, at))
+        (tables / COMMITTED_ONLY).unlink(missing_ok=True)
+        if marked:
+            (tables / COMMITTED_ONLY).touch()
+            os.utime(tables / COMMITTED_ONLY, (at, at))
+
+    now = 1_800_000_000.0
+    assert keep_or_discard_local_tables(app, now) is False and (tables / COMMITTED_ONLY).exists()  # none yet
+    written(now - 60, marked=True)
+    assert keep_or_discard_local_tables(app, now) is False and store.exists()  # a restart: kept
+    written(now - 60, marked=False)  # an earlier version's, written before its commits
+    assert keep_or_discard_local_tables(app, now) is True and not store.exists()
+    assert (tables / COMMITTED_ONLY).exists()  # what this version writes from now on is marked
+    written(now - STALE_AFTER - 1, marked=True)  # older than a deleted key's tombstone may be kept
+    assert keep_or_discard_local_tables(app, now) is True and not store.exists()

@@ -1,12 +1,14 @@
 """A SIGKILL at each step of a flush leaves the whole batch or none of it (issue 59).
 
-Each source partition's flush (`Checkpoint._commit_each`): its states dumped into the local store, its records
-sent, acknowledged, its offsets added to its transaction, the transaction committed. The worker kills itself at
+Each source partition's flush (`Checkpoint._commit_each`): its states dumped, its records sent, acknowledged,
+its offsets added to its transaction, the transaction committed, the states kept in the local store (which the
+next start keeps: the killed worker's successor uses the same data directory). The worker kills itself at
 one such step (`streams.worker.failpoints`), the N-th time any partition's flush reaches it,
 while metrics stream in; started again without the failpoint, it must have decided every input exactly once
 (by cause, `seq` 1..n per pool) and `tribunal audit replay --from-kafka --verify` must agree with every output.
 A flush that let offsets count before their records' transaction committed loses decisions here, one that
-committed records without their offsets decides twice.
+committed records without their offsets decides twice, and one that kept states in the store before their
+commit loses the aborted batch's decisions.
 """
 
 from __future__ import annotations
