@@ -21,7 +21,8 @@ Exactly-once, and what holds it together:
   Kafka Streams wipes an EOS store after an unclean shutdown (and KIP-892 makes its stores
   transactional for the same end). A store written otherwise (by an earlier version, which wrote
   states before their commit) or left untouched for `STALE_AFTER` is discarded at start, and its
-  changelogs are read from the start (`keep_or_discard_local_tables`).
+  changelogs are read from the start (`keep_or_discard_local_tables`); so is one that claims an
+  offset its changelog does not reach (`_restart_without_stores`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import importlib.util
 import logging
 import shutil
 import socket
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +50,7 @@ from streams.worker.checkpoint import Checkpoint
 from streams.worker.continuity import Continuity
 from streams.worker.keeper import Keeper
 from streams.worker.unit import Progress
-from streams.worker.watchdog import Watchdog, restart_if_fenced
+from streams.worker.watchdog import Watchdog, restart_if_fenced, restart_in_place
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +110,16 @@ def keep_or_discard_local_tables(app: faust.App, now: float) -> bool:
     return discard
 
 
+def _restart_without_stores(app: faust.App, ahead: Mapping[tuple[str, int], tuple[int, int]]) -> None:
+    """Stores claim offsets their changelogs do not have (`faust_private.distrust_stores_ahead_of_their_changelogs`):
+    what they hold came from another history of those topics, or from a commit whose markers are not written yet.
+    Either way they cannot be trusted: unmarked, they are discarded at the next start, which comes at once."""
+    log.error("local stores ahead of their changelogs (%s): discarding them and starting again",
+              ", ".join(f"{t}[{p}] stored {stored}, changelog to {end}" for (t, p), (stored, end) in ahead.items()))
+    (Path(app.conf.tabledir) / COMMITTED_ONLY).unlink(missing_ok=True)
+    restart_in_place()
+
+
 def create_app(settings: Settings) -> faust.App:
     faust_private.check()
     faust_private.ask_the_broker_for_highwaters()
@@ -158,6 +170,7 @@ def create_app(settings: Settings) -> faust.App:
         or f"{settings.app_id}-{socket.gethostname()}-{settings.web_port}",
     )
     faust_private.fetch_briefly_while_recovering(app, kafka.FETCH_WAIT_MS)
+    faust_private.distrust_stores_ahead_of_their_changelogs(lambda found: _restart_without_stores(app, found))
     progress = Progress()
     continuity = Continuity(app, settings.kafka_bootstrap)
     faust_private.end_recovery_only_when_read(app, continuity.first_offsets_from)

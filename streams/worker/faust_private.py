@@ -87,6 +87,11 @@ into Faust only through a function here, so a Faust upgrade means reading this o
   three workers with partitions moving away and back lost pools' policies
   (tests/worker/test_scale_out.py, `moving`). Without a stored offset it now reads from the start
   (`Recovery._add`, replaced for the whole process).
+* `distrust_stores_ahead_of_their_changelogs`: a store whose persisted offset lies past its changelog's end (the
+  topic deleted and made again, the data directory pointed at another cluster, a commit's markers not yet
+  written) fails Faust's consistency check (`recovery_consistency_check`, `ConsistencyError`) and stops the
+  worker, at every start. Recovery's offsets, once built (`Recovery._build_offsets`, wrapped for the whole
+  process), are compared first, and the worker is told (it discards its stores and starts again).
 * `end_recovery_only_when_read`: the same check (`detect_aborted_tx` in `_slurp_changelogs`,
   the only caller of the consumer's `position` in Faust) ends a changelog partition's recovery at
   its highwater once the consumer's position has reached it, taking the records in between for
@@ -212,6 +217,10 @@ def check() -> None:
     slurp = _source(faust.tables.recovery.Recovery._slurp_changelogs.fun)  # a `Service.task`
     if f"changelog_queue.get(), timeout={RECOVERY_WAIT}" not in slurp or "timeout_count > 1" not in slurp:
         missing.append(f"Recovery._slurp_changelogs waiting {RECOVERY_WAIT} s twice for an empty changelog queue")
+    build = _source(faust.tables.recovery.Recovery._restart_recovery.fun)  # a `Service.task`
+    if "_build_offsets" not in build or "active_offsets[tp] > active_highwaters[tp]" not in build:
+        missing.append("Recovery building the active offsets (`_build_offsets`), then checking them against the "
+                       "highwaters")
     add = _source(faust.tables.recovery.Recovery._add)
     if "table.persisted_offset(tp)" not in add or "offsets.setdefault(tp, None)" not in add:
         missing.append("Recovery._add keeping an in-memory offset when the store has none")
@@ -388,6 +397,28 @@ def ask_the_broker_for_highwaters() -> None:
         return await self._ensure_consumer().end_offsets(partitions)
 
     AIOKafkaConsumerThread._highwaters = _highwaters
+
+
+def distrust_stores_ahead_of_their_changelogs(ahead: Callable[[Mapping[tuple[str, int], tuple[int, int]]], None]
+                                              ) -> None:
+    """Call `ahead` with each active changelog partition whose store claims an offset past the changelog's end
+    ((topic, partition) -> (stored, highwater)), before Faust's own check of the same raises and the worker stops;
+    `ahead` is expected not to return (`Recovery._build_offsets`, wrapped for the whole process)."""
+    from faust.tables.recovery import Recovery
+
+    real = _ORIGINALS.setdefault("_build_offsets", Recovery._build_offsets)
+
+    async def _build_offsets(self: Any, consumer: Any, tps: Any, destination: Any, title: str) -> None:
+        await real(self, consumer, tps, destination, title)
+        if destination is not self.active_offsets:
+            return
+        found = {(tp.topic, tp.partition): (destination[tp], self.active_highwaters[tp]) for tp in sorted(tps)
+                 if destination.get(tp) is not None and self.active_highwaters.get(tp) is not None
+                 and destination[tp] > self.active_highwaters[tp]}
+        if found:
+            ahead(found)
+
+    Recovery._build_offsets = _build_offsets
 
 
 def recover_from_the_start_when_unsure() -> None:

@@ -9,8 +9,19 @@ import os
 from pathlib import Path
 from types import SimpleNamespace
 
+from streams import kafka
 from streams.worker.app import CHANGELOG_CONFIG, COMMITTED_ONLY, STALE_AFTER, keep_or_discard_local_tables
-from tests.helpers import Worker, create_topic, running, topic_settings, tribunal, wait_until_ready
+from tests.helpers import (
+    Worker,
+    create_topic,
+    produce_all,
+    read_committed,
+    running,
+    topic_settings,
+    tribunal,
+    until,
+    wait_until_ready,
+)
 
 
 def test_changelogs_are_compacted_soon_also_those_an_earlier_version_made(kafka: str, unique: str,
@@ -62,3 +73,51 @@ def test_local_stores_are_kept_only_when_marked_committed_only_and_recently_writ
     assert (tables / COMMITTED_ONLY).exists()  # what this version writes from now on is marked
     written(now - STALE_AFTER - 1, marked=True)  # older than a deleted key's tombstone may be kept
     assert keep_or_discard_local_tables(app, now) is True and not store.exists()
+
+
+async def _delete_topics_named(bootstrap: str, prefix: str) -> None:
+    """Every topic whose name starts with `prefix` deleted, and gone from the broker's metadata."""
+    admin = kafka.admin(bootstrap)
+    await admin.start()
+    try:
+        doomed = [t for t in await admin.list_topics() if t.startswith(prefix)]
+        await admin.delete_topics(doomed)
+        for _ in range(100):
+            if not set(doomed) & set(await admin.list_topics()):
+                return
+            await asyncio.sleep(0.2)
+        raise AssertionError(f"{doomed} still listed")
+    finally:
+        await admin.close()
+
+
+def test_stores_ahead_of_their_changelogs_are_discarded_and_the_worker_starts_afresh(kafka: str, unique: str,
+                                                                                     worker_env: dict[str, str],
+                                                                                     tmp_path: Path) -> None:
+    """The topics deleted and made again under a worker's data directory: its stores claim offsets the new
+    changelogs do not have (Faust's own check stopped the worker there at every start). It must say so, discard
+    them, start again, and decide from fresh states: the new log's first decision is its pool's first."""
+    import json
+
+    from tests.worker.test_crash import pool_policy
+
+    def policy(i: int) -> list[tuple[str, bytes, bytes]]:
+        return [(f"{unique}.policies", f"pool-{i:02d}".encode(), json.dumps(pool_policy(i)).encode())]
+
+    tribunal("topics", "create", env=worker_env)
+    worker = Worker(worker_env, tmp_path / "worker.log")
+    with running(worker):
+        wait_until_ready(worker, 1)
+        for i in range(4):
+            asyncio.run(produce_all(kafka, policy(i)))
+        assert len(asyncio.run(read_committed(kafka, f"{unique}.scaling-decisions", 4, timeout=120))) == 4
+    asyncio.run(_delete_topics_named(kafka, unique))
+    until(lambda: tribunal("topics", "create", env=worker_env, check=False).returncode == 0, "the topics made again",
+          60, every=1)
+    with running(worker):
+        until(lambda: "local stores ahead of their changelogs" in worker.log(), lambda: worker.log()[-3000:], 120)
+        wait_until_ready(worker, 3)  # the run that found them, and the one started in its place
+        asyncio.run(produce_all(kafka, policy(0)))
+        [decision] = asyncio.run(read_committed(kafka, f"{unique}.scaling-decisions", 1, timeout=120))
+    assert json.loads(decision.value)["seq"] == 1, decision.value  # a fresh state, not the deleted topics'
+    assert "ConsistencyError" not in worker.log()
