@@ -97,6 +97,7 @@ class ShardNode:
         self.failover: set[int] = set()  # tasks to run at once, taken over from a lost node
         self.failed_over: set[tuple[int, int]] = set()  # (task, epoch) failover runs made: once each
         self.released: dict[str, Any] | None = None  # the last released plan this node ran under
+        self.pauses_heard = 0  # calls of the `/shard` watch so far (`_ask_paused`)
         self.incarnation = 0
         self.session_id = 0
         self.run_log = RunLog(run_log)
@@ -213,6 +214,8 @@ class ShardNode:
                 self.gate.lease_until = max(self.gate.lease_until, started + self.lease)
                 await self._leased()
                 self._ack_again()
+                if self.gate.paused:
+                    await self._ask_paused()
             elif self.gate.registered:
                 log.warning("%s: its live node is gone while connected: stopping and registering again", self.node)
                 self.gate.registered, self.gate.acked, self.gate.mine = False, 0, ()
@@ -228,9 +231,27 @@ class ShardNode:
 
     def _watch_pause(self) -> None:  # on a thread: the recipe reads ZooKeeper when made
         def paused(data: bytes | None, stat: Any) -> None:  # kazoo's thread
-            self.loop.call_soon_threadsafe(setattr, self.gate, "paused", stat is not None)
+            self.loop.call_soon_threadsafe(self._pause_heard, stat is not None)
 
         self.zk.DataWatch(self.layout.shard, paused)
+
+    def _pause_heard(self, paused: bool) -> None:
+        self.gate.paused = paused
+        self.pauses_heard += 1
+
+    async def _ask_paused(self) -> None:
+        """Set the gate's pause from ZooKeeper's own answer (`_paused_now`), unless the watch spoke while it was
+        asked (its word is the newer). An answer that cannot be had leaves the node paused, and `_renew` asks again
+        while it is: kazoo's watch calls back only when `/shard`'s version changed, so a node paused for want of an
+        answer while `/shard` stayed absent (a session just healed) would otherwise wait for the next reshard."""
+        heard = self.pauses_heard
+        try:
+            paused = await asyncio.to_thread(self._paused_now)
+        except Exception as e:  # noqa: BLE001  (asked again while paused)
+            log.info("%s: could not ask whether /shard exists: %r", self.node, e)
+            paused = True
+        if self.pauses_heard == heard:
+            self.gate.paused = paused
 
     def _paused_now(self) -> bool:
         """Whether `/shard` exists, asked after a sync: the pause and the plans travel separately (ZooKeeper,
@@ -270,11 +291,7 @@ class ShardNode:
             self.gate.acked = epoch
             self._ack(epoch)
         if plan["released"] and self.gate.acked == epoch and (self.released or {}).get("epoch") != epoch:
-            try:
-                self.gate.paused = await asyncio.to_thread(self._paused_now)
-            except Exception as e:  # noqa: BLE001  (the watch will say; until then, paused)
-                log.info("%s: could not ask whether /shard exists: %r", self.node, e)
-                self.gate.paused = True
+            await self._ask_paused()
             self._take(plan)
 
     def _ack(self, epoch: int) -> None:
