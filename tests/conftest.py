@@ -151,7 +151,8 @@ def unique(request: pytest.FixtureRequest) -> Iterator[str]:
         asyncio.run(_delete_topics(request.getfixturevalue("kafka"), name))
 
 
-async def _delete_topics(bootstrap: str, prefix: str) -> None:
+async def _delete_topics(bootstrap: str, prefix: str, until_gone: bool = False) -> None:
+    """Delete every topic named with `prefix`; `until_gone`: and wait until the broker lists none of them."""
     from streams import kafka
 
     admin = kafka.admin(bootstrap, request_timeout_ms=15000)
@@ -160,6 +161,10 @@ async def _delete_topics(bootstrap: str, prefix: str) -> None:
         mine = [t for t in await admin.list_topics() if t.startswith(prefix)]
         if mine:
             await admin.delete_topics(mine)
+        for _ in range(100 if until_gone else 0):
+            if not set(mine) & set(await admin.list_topics()):
+                break
+            await asyncio.sleep(0.2)
         await admin.close()
     except Exception as e:  # noqa: BLE001 - cleanup must not fail the test it follows
         print(f"could not delete the topics of {prefix}: {e!r}")

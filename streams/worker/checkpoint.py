@@ -98,7 +98,6 @@ class _Taken:
     part: _Partition
     records: list[Send]
     local: list[tuple[Any, str, Any]]  # (table, key, value)
-    changelogs: set[str]  # the changelog topics among `records`
 
 
 @dataclass
@@ -257,7 +256,7 @@ class Checkpoint:
                     local.append((table, name, value))  # into the local store once committed (`_keep`)
                     records.append(Send(table.changelog_topic.get_topic_name(),
                                         *faust_private.encoded(table, name, value), part.partition))
-            batch.append(_Taken(part, records + part.sends, local, {r.topic for r in records}))
+            batch.append(_Taken(part, records + part.sends, local))
         return batch
 
     @staticmethod
@@ -271,8 +270,7 @@ class Checkpoint:
         if not all(future.done() and not future.cancelled() and future.exception() is None
                    for _, _, future in delivered):
             return  # a record lost (its partition revoked): the states go to the partition's new owner instead
-        read_to = {(topic, partition): future.result().offset for topic, partition, future in delivered
-                   if topic in taken.changelogs}
+        read_to = {(topic, partition): future.result().offset for topic, partition, future in delivered}
         faust_private.keep_locally(taken.local, taken.part.event, read_to)
 
     async def flush(self, settling: bool = False) -> None:
@@ -343,7 +341,6 @@ class Checkpoint:
                                  ) -> tuple[float, float]:
         """At-least-once, and a rebalance's last commit: every record written and acknowledged, then the offsets
         committed (through Faust's consumer, or through the transactions while settling), then the states kept."""
-        delivered: list[tuple[str, int, asyncio.Future[Any]]] = []
         sent_parts: list[tuple[_Taken, list[tuple[str, int, asyncio.Future[Any]]]]] = []
         for taken in batch:
             part = taken.part
@@ -356,7 +353,6 @@ class Checkpoint:
                     continue
                 async with lock:
                     mine = await self._send_batches(producer, taken.records)
-            delivered += mine
             sent_parts.append((taken, mine))
         # Offsets count as done (and so may be committed, by this flush or Faust's timer) once their
         # effects are acknowledged. A broker that verifies transactional writes (Kafka 3.6+, KIP-890)
@@ -365,7 +361,7 @@ class Checkpoint:
         # flush in ten at 1,000/s, measured). A write that failed after a rebalance was for a
         # revoked partition (its producer stopped): its records go to the new owner.
         handed = time.perf_counter()
-        acknowledged = await self._acknowledged(delivered, generation)
+        acknowledged = await self._acknowledged([d for _, mine in sent_parts for d in mine], generation)
         for taken, _ in sent_parts:
             for (topic, partition), offset in taken.part.last.items():
                 self.continuity.done(topic, partition, offset, generation)

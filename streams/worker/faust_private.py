@@ -706,8 +706,9 @@ def transaction_producer(producer: Any, transactional_id: str) -> tuple[Any, Any
 def keep_locally(writes: Sequence[tuple[Any, Any, Any]], event: Any, read_to: Mapping[tuple[str, int], int]
                  ) -> None:
     """Set each `table[key] = value` of `writes` in the local store only, in `event`'s partition; then record
-    that the store holds each changelog partition of `read_to` up to that offset (`Store.set_persisted_offset`,
-    which recovery starts from), after the values, so that a store never claims an offset its values lack."""
+    that the store holds each changelog partition of `read_to` (the batch's writes, outputs included: those are
+    passed over) up to that offset (`Store.set_persisted_offset`, which recovery starts from), after the values,
+    so that a store never claims an offset its values lack."""
     from faust.streams import _current_event
     from faust.types import TP
 
@@ -719,7 +720,8 @@ def keep_locally(writes: Sequence[tuple[Any, Any, Any]], event: Any, read_to: Ma
         _current_event.reset(token)
     stores = {table.changelog_topic.get_topic_name(): table.data for table, _, _ in writes}
     for (topic, partition), offset in read_to.items():
-        stores[topic].set_persisted_offset(TP(topic, partition), offset)
+        if topic in stores:
+            stores[topic].set_persisted_offset(TP(topic, partition), offset)
 
 
 def plain_producer(producer: Any) -> Any:

@@ -9,8 +9,8 @@ import os
 from pathlib import Path
 from types import SimpleNamespace
 
-from streams import kafka
 from streams.worker.app import CHANGELOG_CONFIG, COMMITTED_ONLY, STALE_AFTER, keep_or_discard_local_tables
+from tests.conftest import _delete_topics
 from tests.helpers import (
     Worker,
     create_topic,
@@ -75,22 +75,6 @@ def test_local_stores_are_kept_only_when_marked_committed_only_and_recently_writ
     assert keep_or_discard_local_tables(app, now) is True and not store.exists()
 
 
-async def _delete_topics_named(bootstrap: str, prefix: str) -> None:
-    """Every topic whose name starts with `prefix` deleted, and gone from the broker's metadata."""
-    admin = kafka.admin(bootstrap)
-    await admin.start()
-    try:
-        doomed = [t for t in await admin.list_topics() if t.startswith(prefix)]
-        await admin.delete_topics(doomed)
-        for _ in range(100):
-            if not set(doomed) & set(await admin.list_topics()):
-                return
-            await asyncio.sleep(0.2)
-        raise AssertionError(f"{doomed} still listed")
-    finally:
-        await admin.close()
-
-
 def test_stores_ahead_of_their_changelogs_are_discarded_and_the_worker_starts_afresh(kafka: str, unique: str,
                                                                                      worker_env: dict[str, str],
                                                                                      tmp_path: Path) -> None:
@@ -111,7 +95,7 @@ def test_stores_ahead_of_their_changelogs_are_discarded_and_the_worker_starts_af
         for i in range(4):
             asyncio.run(produce_all(kafka, policy(i)))
         assert len(asyncio.run(read_committed(kafka, f"{unique}.scaling-decisions", 4, timeout=120))) == 4
-    asyncio.run(_delete_topics_named(kafka, unique))
+    asyncio.run(_delete_topics(kafka, unique, until_gone=True))
     until(lambda: tribunal("topics", "create", env=worker_env, check=False).returncode == 0, "the topics made again",
           60, every=1)
     with running(worker):
