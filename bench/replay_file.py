@@ -1,22 +1,22 @@
 """`tribunal audit replay` over a generated log of a million records: records per second, one process.
 
-The log holds a decider policy for each of 20 pools (10 apps each), then metric envelopes for
-random apps and pools, with 1% malformed records (they go to the DLQ lines). It is written once
-to --log, then replayed by the CLI exactly as a user runs it, and timed end to end. Beside it, in the
-same run, the limit one process could reach: the folds and the encoding of their outputs alone, over
-records parsed before the clock starts (`folds_alone`). And what no way of splitting the work can
-avoid, measured over the same records: reading the lines into records (`reading`), writing the output
-lines (`writing`), and the folds alone run by two processes at once (`side_by_side`: how two such
-processes share this machine). From them, the most a replay on N processes could reach against N times
-the folds alone: each process reading, folding and writing only its own records, nothing handed over
-and nothing merged.
-Run: `.venv/bin/python bench/replay_file.py [--records 1000000]`.
+The log holds a decider policy for each of 20 pools (10 apps each), then metric envelopes for random
+apps and pools, with 1% malformed records (they go to the DLQ lines). It is written once, in the raw
+form (`tribunal audit export --raw`: values as they are, read without re-encoding them; `--form
+json`: the JSON lines), then replayed by the CLI exactly as a user runs it, and timed end to end.
+Beside it, in the same run, the limit one process could reach: the folds and the encoding of their
+outputs alone, over records parsed before the clock starts (`folds_alone`). And what no way of
+splitting the work can avoid, measured over the same records: reading the lines into records
+(`reading`), writing the output lines (`writing`), and the folds alone run by two processes at once
+(`side_by_side`: how two such processes share this machine). From them, the most a replay on N
+processes could reach against N times the folds alone: each process reading, folding and writing
+only its own records, nothing handed over and nothing merged.
+Run: `.venv/bin/python bench/replay_file.py [--records 1000000] [--form raw|json]`.
 """
 
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import multiprocessing
 import os
@@ -27,11 +27,12 @@ import time
 from itertools import islice
 from pathlib import Path
 
+import orjson
 from core_fold import policy  # type: ignore[import-not-found]
 from machine import describe, ratio  # type: ignore[import-not-found]
 
 from streams.gc_settings import fewer_collections
-from streams.lines import records_of
+from streams.lines import export_line, raw_line, records_of
 from streams.replay.parallel import encode_all
 from streams.replay.replayer import Replayer
 
@@ -39,37 +40,39 @@ TRIBUNAL = str(Path(sys.executable).with_name("tribunal"))
 ALONE = 300_000  # records the folds alone are measured over (all of them held in memory)
 
 
-def generate(path: Path, records: int, pools: int = 20, apps: int = 10, seed: int = 11) -> None:
+def generate(path: Path, records: int, form: str, pools: int = 20, apps: int = 10, seed: int = 11) -> None:
+    """The log, written as `tribunal audit export` writes it in `form` (its `--raw` or not)."""
     rng = random.Random(seed)
-    with path.open("w") as out:
+    line = raw_line if form == "raw" else export_line
+    with path.open("wb") as out:
         for p in range(pools):
-            out.write(json.dumps({"topic": "policies", "partition": p % 4, "offset": p, "timestamp": 0,
-                                  "key": f"pool-{p:02d}", "value": policy(apps)}) + "\n")
+            out.write(line("policies", p % 4, p, 0, f"pool-{p:02d}".encode(), json.dumps(policy(apps)).encode()))
         offsets = [0] * 4
         for i in range(records - pools):
             p = rng.randrange(pools)
             part = p % 4
-            row = {"topic": "plugin_decider", "partition": part, "offset": offsets[part],
-                   "timestamp": 1_732_200_000_000 + i, "key": f"pool-{p:02d}"}
-            offsets[part] += 1
             if rng.random() < 0.01:
-                row["value_b64"] = base64.b64encode(b"{broken").decode()
-                row["value"] = "{broken"
+                value = b"{broken"
             else:
                 body = json.dumps({"App": f"app{rng.randrange(apps):04d}", "Metrical": rng.randrange(101)})
-                row["value"] = {"Command": "app-metrical", "Channel": "plugin_decider", "Body": body}
-            out.write(json.dumps(row) + "\n")
+                value = orjson.dumps({"Command": "app-metrical", "Channel": "plugin_decider", "Body": body})
+            out.write(line("plugin_decider", part, offsets[part], 1_732_200_000_000 + i, f"pool-{p:02d}".encode(),
+                           value))
+            offsets[part] += 1
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--jobs", type=int, default=0, help="replay's processes (0: one per core)")
-    parser.add_argument("--log", type=Path, default=Path(__file__).resolve().parent / "results" / "replay-log.jsonl")
+    parser.add_argument("--form", choices=["raw", "json"], default="raw",
+                        help="the replay file's form: `tribunal audit export --raw`'s, or its JSON lines")
+    parser.add_argument("--log", type=Path, help="where the log is written once (default: bench/results/)")
     args = parser.parse_args()
+    args.log = args.log or Path(__file__).resolve().parent / "results" / f"replay-log.{args.form}.lines"
     args.log.parent.mkdir(parents=True, exist_ok=True)
-    if not args.log.exists() or sum(1 for _ in args.log.open()) != args.records:
-        generate(args.log, args.records)
+    if not args.log.exists() or sum(1 for _ in args.log.open("rb")) != args.records:
+        generate(args.log, args.records, args.form)
     out = args.log.with_suffix(".out.jsonl")
     started = time.perf_counter()
     proc = subprocess.run([TRIBUNAL, "audit", "replay", "--input", str(args.log), "--output", str(out),
@@ -80,8 +83,8 @@ def main() -> None:
     print(proc.stderr.strip())
     sizes = f"input {args.log.stat().st_size / 1e6:.0f} MB, output {out.stat().st_size / 1e6:.0f} MB"
     rate = args.records / elapsed
-    print(f"tribunal audit replay: {args.records:,} records in {elapsed:.1f}s wall = {rate:,.0f} records/s "
-          f"({sizes}, --jobs {args.jobs})")
+    print(f"tribunal audit replay: {args.records:,} records of the {args.form} form in {elapsed:.1f}s wall = "
+          f"{rate:,.0f} records/s ({sizes}, --jobs {args.jobs})")
     alone, measured = folds_alone(args.log, ALONE)
     jobs = args.jobs or os.cpu_count() or 1
     print(f"the folds and their encoding alone, one process, over the first {measured:,} records read beforehand: "

@@ -4,6 +4,11 @@ writes its outputs so; `what-if` and the tests read them).
 A line is `{"topic", "partition", "offset", "timestamp", "key", "value"}`: `value` is the record's JSON
 value, or `value_b64` carries its exact bytes (a value that is not compact JSON, e.g. a malformed record),
 and `key_b64` a key that is not UTF-8. A null key is pool `default`.
+
+The raw form (`export --raw`, `raw_line`) is read beside it, line by line: `[topic, partition, offset, timestamp,
+key]`, a tab, and the value's bytes as they are. Its reader parses the head alone (all a replay on several
+processes routes by) and takes the value without parsing or re-encoding it, which in the JSON form costs more
+than the rest of reading a line.
 """
 
 from __future__ import annotations
@@ -49,6 +54,94 @@ def export_row(topic: str, partition: int, offset: int, timestamp: int, key: byt
     return row
 
 
+def export_line(topic: str, partition: int, offset: int, timestamp: int, key: bytes | None,
+                value: bytes | None) -> bytes:
+    """A record as a line of the JSON form (`export_row`), newline included."""
+    return orjson.dumps(export_row(topic, partition, offset, timestamp, key, value)) + b"\n"
+
+
+def raw_line(topic: str, partition: int, offset: int, timestamp: int, key: bytes | None,
+             value: bytes | None) -> bytes:
+    """A record as a line of the raw form, newline included. The value goes as it is where a line can carry it
+    (UTF-8 without a line break of any kind, so the line also survives being read as text); otherwise the head
+    gains a sixth element that says how: `{"value_b64": true}` (the part after the tab is its base64) or
+    `{"value": null}`; and `{"key_b64": ...}` for a key that is not UTF-8, as in the JSON form."""
+    text = None if key is None else key.decode("utf-8", "replace")
+    head: list[Any] = [topic, partition, offset, timestamp, text]
+    odd: dict[str, Any] = {}
+    if key is not None and text is not None and text.encode("utf-8") != key:
+        odd["key_b64"] = base64.b64encode(key).decode("ascii")
+    if value is None:
+        odd["value"], body = None, b""
+    elif _one_line(value):
+        body = value
+    else:
+        odd["value_b64"], body = True, base64.b64encode(value)
+    if odd:
+        head.append(odd)
+    return orjson.dumps(head) + b"\t" + body + b"\n"
+
+
+def _one_line(value: bytes) -> bool:
+    try:
+        text = value.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return not text or text.splitlines() == [text]
+
+
+RawRow = tuple[list[Any], bytes, int]
+"""A raw-form line split (what `record_in` reads): its head parsed, the line, and where its tab is (the value,
+after it, is cut out only for a record built). A plain tuple: JSON parses to none, and a named one costs more
+to make than the rest of routing a line."""
+
+
+def _raw_row(line: bytes | str, number: int) -> RawRow:
+    data = line if isinstance(line, bytes) else line.encode("utf-8", "surrogatepass")
+    tab = data.find(b"\t")
+    try:
+        if tab < 0:
+            raise ValueError("a raw record line has a tab after its head")
+        return orjson.loads(data[:tab]), data, tab
+    except ValueError as e:
+        raise _not_a_record(number, e) from None
+
+
+def _raw_record(row: RawRow) -> SourceRecord:
+    """The source record of a raw-form line (`ValueError`, `TypeError` if the head describes none)."""
+    head, data, tab = row
+    body = data[tab + 1:-1] if data[-1:] == b"\n" else data[tab + 1:]
+    if type(head) is not list:
+        raise TypeError("a raw record line's head is a JSON array")
+    if len(head) == 5:
+        topic, partition, offset, timestamp, name = head
+        odd: dict[str, Any] = {}
+    else:
+        topic, partition, offset, timestamp, name, odd = head
+        if type(odd) is not dict:
+            raise TypeError("a raw record line's sixth head element is an object")
+    if type(topic) is not str or type(partition) is not int or type(offset) is not int or type(timestamp) is not int:
+        raise TypeError("a raw record line's head is [topic, partition, offset, timestamp, key]")
+    if odd:
+        if "key_b64" in odd:
+            key: bytes | None = base64.b64decode(odd["key_b64"])
+        elif name is None or type(name) is str:
+            key = None if name is None else name.encode("utf-8")
+        else:
+            raise TypeError("a raw record line's key is a string or null")
+        if "value" in odd:
+            if odd["value"] is not None or body:
+                raise ValueError("a raw record line's value is null only with nothing after its tab")
+            return SourceRecord(topic, partition, offset, timestamp, key, None)
+        return SourceRecord(topic, partition, offset, timestamp, key,
+                            base64.b64decode(body, validate=True) if odd.get("value_b64") else body)
+    if type(name) is str:
+        return SourceRecord(topic, partition, offset, timestamp, name.encode("utf-8"), body)
+    if name is None:
+        return SourceRecord(topic, partition, offset, timestamp, None, body)
+    raise TypeError("a raw record line's key is a string or null")
+
+
 def record_of(row: dict[str, Any]) -> SourceRecord:
     """The source record a file line describes (exact bytes from `key_b64` / `value_b64` when present)."""
     if "value_b64" in row:
@@ -80,12 +173,15 @@ def read_line(line: bytes | str, number: int) -> SourceRecord | None:
     return None if row is BLANK else record_in(row, number)
 
 
+RAW_START = (b"[", "[")  # a raw-form line starts its head so; a JSON form's line is an object
 BLANK = object()  # what `row_of` answers for a blank line (a line `null` is no record line, not a blank one)
 
 
 def row_of(line: bytes | str, number: int) -> Any:
-    """Line `number` parsed (what `record_in` reads); `BLANK` for a blank line; `ReplayInputError` if it is no
-    JSON."""
+    """Line `number` parsed (what `record_in` reads): a JSON value, or a `RawRow` for a line of the raw form;
+    `BLANK` for a blank line; `ReplayInputError` if it is neither."""
+    if line[:1] in RAW_START:
+        return _raw_row(line, number)
     try:
         return orjson.loads(line)
     except orjson.JSONDecodeError as e:
@@ -96,6 +192,11 @@ def row_of(line: bytes | str, number: int) -> Any:
 
 def record_in(row: Any, number: int) -> SourceRecord:
     """The source record of line `number`, parsed (`row_of`); `ReplayInputError` if it describes none."""
+    if type(row) is tuple:  # RawRow
+        try:
+            return _raw_record(row)
+        except (ValueError, TypeError) as e:
+            raise _not_a_record(number, e) from None
     if not isinstance(row, dict):
         raise _not_a_record(number, TypeError(f"a record line is a JSON object, not {type(row).__name__}"))
     try:

@@ -3,14 +3,21 @@ are merged back into input order, the same bytes as on one process."""
 
 from __future__ import annotations
 
+import io
 import multiprocessing
+import os
 import pickle
 import queue
+import stat
 import zlib
 from array import array
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
+from itertools import chain, islice
 from typing import Any
+
+import orjson
 
 from streams.core.folds import route, scope
 from streams.core.source import SourceRecord
@@ -46,10 +53,12 @@ def encode_all(lines: Iterable[bytes | str], replayer: Replayer, jobs: int = 1,
     `jobs` processes: the bytes of `output_line` for each output of `derive_all`, whatever `jobs`.
 
     Each output is encoded once, by the process that folds it, as its line less the offset
-    (`Replayer.encode`). With `jobs > 1` this process neither parses nor routes: it hands each chunk of lines
-    whole to every process, each parses every line to find which are its own (`_LineRouting`: by the key the
-    line names, where that alone decides, without building the record) and builds, folds and encodes only
-    those, and this process numbers their outputs in input order and joins the pieces (`_stitched`).
+    (`Replayer.encode`). With `jobs > 1` this process neither parses nor routes: every process is given every
+    line, each parses every line to find which are its own (`_LineRouting`: by the key the line names, where
+    that alone decides, without building the record) and builds, folds and encodes only those, and this process
+    numbers their outputs in input order and joins the pieces (`_stitched`). Where `lines` is a regular file,
+    each process reads it itself from where it stands (`_FileChunks`), and this process reads none of it;
+    otherwise this process hands each chunk of lines whole to every process.
     """
     offsets: dict[bytes, int] = {}  # line_head (a topic and partition) -> the next output's offset
     if jobs <= 1:
@@ -57,15 +66,49 @@ def encode_all(lines: Iterable[bytes | str], replayer: Replayer, jobs: int = 1,
         return
     if jobs >= SKIP:
         raise ValueError(f"at most {SKIP - 1} processes replay lines (a line's shard is an unsigned short)")
-    for base, results in _in_parallel(_line_chunks(lines, chunk_size), replayer, jobs, _encode_lines_shard,
-                                      _whole_to_each(jobs)):
+    file = _FileChunks.of(lines, chunk_size)
+    chunks: Iterable[Any] = file if file is not None else _line_chunks(lines, chunk_size)
+    deal = _to_each(jobs) if file is not None else _whole_to_each(jobs)
+    worker = partial(_encode_lines_shard, file=None if file is None else (file.path, file.position))
+    for base, results in _in_parallel(chunks, replayer, jobs, worker, deal):
         shards = array("H", results[0][0])  # the first process's routing of every line: each routes alike
+        if file is not None and len(shards) < chunk_size:
+            file.ended = True  # the processes came to the file's end: no more chunks (those handed out: empty)
         stop = min((error[0] for *_, error in results if error is not None), default=None)
         if stop is not None:
             del shards[stop - base - 1:]  # lines are numbered from 1
         yield _stitched(shards, [result[1:4] for result in results], offsets)
         if stop is not None:
             raise ReplayInputError(next(error[1] for *_, error in results if error is not None and error[0] == stop))
+
+
+class _FileChunks:
+    """The chunks of a regular file as the processes read it themselves: each chunk the number of the line
+    before it, until a process's answer shows the file ended (the processes, not this one, read it)."""
+
+    def __init__(self, path: str, position: int, size: int) -> None:
+        self.path, self.position, self.size = path, position, size
+        self.ended = False
+
+    @classmethod
+    def of(cls, lines: Iterable[bytes | str], size: int) -> _FileChunks | None:
+        """The chunks of `lines` if it is a regular file opened by its name in binary mode, read from where it
+        stands; None for anything else (a pipe, standard input, a list)."""
+        name = getattr(lines, "name", None)
+        if not isinstance(name, str) or not isinstance(lines, io.BufferedReader):
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(lines.fileno()).st_mode) or not os.path.samefile(name, lines.fileno()):
+                return None
+            return cls(name, lines.tell(), size)
+        except (OSError, ValueError):
+            return None
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        base = 0
+        while not self.ended:
+            yield base, self.size
+            base += self.size
 
 
 def _encode_alone(records: Iterable[SourceRecord], replayer: Replayer, chunk_size: int,
@@ -92,7 +135,7 @@ def _encode_alone(records: Iterable[SourceRecord], replayer: Replayer, chunk_siz
 
 
 def _numbered(heads: list[bytes], tails: list[bytes], offsets: dict[bytes, int]) -> bytes:
-    pieces: list[bytes] = []
+    pieces: list[bytes | memoryview] = []
     _number(heads, tails, 0, len(heads), offsets, pieces)
     return b"".join(pieces)
 
@@ -182,6 +225,15 @@ def _whole_to_each(jobs: int) -> Dealer:
     return deal
 
 
+def _to_each(jobs: int) -> Dealer:
+    """The same small chunk (which lines to read from the file) to every process; the number of the line before
+    them kept for the merge."""
+    def deal(chunk: tuple[int, int]) -> tuple[list[Any], Any]:
+        return [chunk] * jobs, chunk[0]
+
+    return deal
+
+
 def _line_chunks(lines: Iterable[bytes | str], size: int) -> Iterator[tuple[int, list[bytes]]]:
     """`lines` as bytes in lists of `size`, each with the number of the line before it."""
     chunk: list[bytes] = []
@@ -238,7 +290,8 @@ SKIP = 0xFFFF  # the shard of a blank line: nobody's (shards are unsigned shorts
 
 class _LineRouting(_Sharding):
     """The process a line goes to, found by every process alike from the line parsed (orjson: cheaper than any
-    reading of its head), without building its record where the record's own key decides (`Fold.keyed`)."""
+    reading of its head; a raw-form line's head alone), without building its record where the record's own key
+    decides (`Fold.keyed`)."""
 
     def __init__(self, prefix: str, jobs: int) -> None:
         super().__init__(prefix, jobs)
@@ -247,20 +300,35 @@ class _LineRouting(_Sharding):
     def line(self, line: bytes, number: int) -> tuple[int, Any, SourceRecord | None]:
         """The line's shard, the line parsed, and its record if it was built to route it (`ReplayInputError` if
         the line is no record)."""
+        if line[:1] == b"[":  # the raw form: its head alone parsed and, where its key is known, nothing else
+            tab = line.find(b"\t")
+            try:
+                head = orjson.loads(line[:tab]) if tab > 0 else None
+                shard = self.keyed.get((head[0], head[4])) if type(head) is list and len(head) == 5 else None
+            except (ValueError, TypeError):  # no head, or a key that is no key: `row_of` or `record_in` says so
+                shard = None
+            if shard is not None:
+                return shard, (head, line, tab), None
         row = row_of(line, number)
         if row is BLANK:
             return SKIP, None, None
-        if isinstance(row, dict) and "key_b64" not in row:
+        topic: Any = None
+        key: Any = None
+        if type(row) is tuple:  # RawRow
+            head = row[0]
+            if type(head) is list and len(head) == 5:  # no sixth element: the key is as the line names it
+                topic, key = head[0], head[4]
+        elif isinstance(row, dict) and "key_b64" not in row:
             topic, key = row.get("topic"), row.get("key")
-            if isinstance(topic, str) and (key is None or isinstance(key, str)):
-                shard = self.keyed.get((topic, key))
-                if shard is not None:
-                    return shard, row, None
-                routed = route(topic, self.prefix)
-                if routed is not None and routed[0] in routed[1].keyed:  # the key alone decides: a record of it will do
-                    shard = self.keyed[(topic, key)] = self(SourceRecord(topic, 0, 0, 0, None if key is None
-                                                                         else key.encode(), None))
-                    return shard, row, None
+        if isinstance(topic, str) and (key is None or isinstance(key, str)):
+            shard = self.keyed.get((topic, key))
+            if shard is not None:
+                return shard, row, None
+            routed = route(topic, self.prefix)
+            if routed is not None and routed[0] in routed[1].keyed:  # the key alone decides: a record of it will do
+                shard = self.keyed[(topic, key)] = self(SourceRecord(topic, 0, 0, 0, None if key is None
+                                                                     else key.encode(), None))
+                return shard, row, None
         record = record_in(row, number)
         return self(record), row, record
 
@@ -324,8 +392,8 @@ def _unpacked(shipped: Shipped) -> Iterator[list[tuple[str, str, bytes]]]:
         yield outputs
 
 
-def _number(heads: list[bytes], tails: list[bytes], start: int, end: int, offsets: dict[bytes, int],
-            pieces: list[bytes]) -> None:
+def _number(heads: list[bytes], tails: Sequence[bytes | memoryview], start: int, end: int, offsets: dict[bytes, int],
+            pieces: list[bytes | memoryview]) -> None:
     """Outputs `start` to `end` of `heads` and `tails` as whole lines onto `pieces`, numbered on from `offsets`."""
     for at in range(start, end):
         head = heads[at]
@@ -338,10 +406,10 @@ def _stitched(shards: Sequence[int], results: list[Encoded], offsets: dict[bytes
     """One chunk's lines from every process's `Encoded` share, back in input order, numbered."""
     counts = [array("I", raw) for raw, _, _ in results]
     heads = [h for _, h, _ in results]
-    tails = [t for _, _, t in results]
+    tails = [_cut(*tail) for _, _, tail in results]
     taken = [0] * len(results)  # records of each process merged so far
     at = [0] * len(results)  # outputs of each process merged so far
-    pieces: list[bytes] = []
+    pieces: list[bytes | memoryview] = []
     for shard in shards:
         if shard == SKIP:
             continue
@@ -354,20 +422,48 @@ def _stitched(shards: Sequence[int], results: list[Encoded], offsets: dict[bytes
     return b"".join(pieces)
 
 
-Encoded = tuple[bytes, list[bytes], list[bytes]]  # one process's share of a chunk: per record its output count,
-# and per output its line head and tail (`Replayer.encode`)
+Encoded = tuple[bytes, list[bytes], tuple[bytes, bytes]]  # one process's share of a chunk: per record its output
+# count, per output its line head (`Replayer.encode`), and their tails (`_joined`)
 
 
-def _encode_lines_shard(inbox: Any, outbox: Any, topic_prefix: str, index: int, jobs: int) -> None:
+def _joined(tails: list[bytes]) -> tuple[bytes, bytes]:
+    """Line tails as one block and where each ends: to cross a process boundary they cost a pickled object
+    each (a third of what the parent does per output) where one block costs a copy."""
+    ends = array("Q")
+    end = 0
+    for tail in tails:
+        end += len(tail)
+        ends.append(end)
+    return b"".join(tails), ends.tobytes()
+
+
+def _cut(block: bytes, raw_ends: bytes) -> list[memoryview]:
+    """The tails `_joined` put in one block, each a view of it (copied only once, into the chunk's lines)."""
+    ends = array("Q", raw_ends)
+    view = memoryview(block)
+    return [view[start:end] for start, end in zip(chain((0,), ends), ends, strict=False)]  # one start more
+
+
+def _encode_lines_shard(inbox: Any, outbox: Any, topic_prefix: str, index: int, jobs: int,
+                        file: tuple[str, int] | None = None) -> None:
     """One process's share of a parallel replay of lines: every line routed (`_LineRouting`), its own read, folded
     in order and encoded. Per chunk: the shard of each line (the first process's alone: every process routes
     alike), per own record its output count, per output its line head and tail, and the first bad line (its number
-    and error) if it came to one, where it stopped."""
+    and error) if it came to one, where it stopped. Its chunks are lines handed over, or with `file` (a path and
+    where to start) how many lines to read next from that file."""
     replayer = Replayer(topic_prefix=topic_prefix)
     encode = replayer.encode
     routing = _LineRouting(topic_prefix, jobs)
+    source = None
+    if file is not None:
+        source = open(file[0], "rb")  # noqa: SIM115 (read until the process ends)
+        source.seek(file[1])
     while (part := inbox.get()) is not None:
-        base, lines = pickle.loads(part)
+        if source is not None:
+            base, count = part
+            lines: list[bytes] = list(islice(source, count))
+        else:
+            base, lines = pickle.loads(part)
         shards = array("H")
         counts = array("I")
         heads: list[bytes] = []
@@ -384,7 +480,7 @@ def _encode_lines_shard(inbox: Any, outbox: Any, topic_prefix: str, index: int, 
                     counts.append(encode(record or record_in(row, number), heads, tails))
         except ReplayInputError as e:
             error = (number, str(e))
-        outbox.put((shards.tobytes(), counts.tobytes(), heads, tails, error))
+        outbox.put((shards.tobytes(), counts.tobytes(), heads, _joined(tails), error))
     outbox.put(replayer.counts)
 
 

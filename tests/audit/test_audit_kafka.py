@@ -49,6 +49,11 @@ def test_export_replay_verify_and_a_forged_decision(kafka: str, unique: str, wor
     assert [json.loads(line)["offset"] for line in ranged_export.read_text().splitlines()] == [3, 4]
     replayed = tmp_path / "replayed.jsonl"
     tribunal("audit", "replay", "--input", str(exported), "--output", str(replayed), env=worker_env)
+    raw, raw_replayed = tmp_path / "log.raw", tmp_path / "raw-replayed.jsonl"  # the raw form: the same records
+    tribunal("audit", "export", "--topics", "policies,plugin_decider", "--raw", "--output", str(raw), env=worker_env)
+    assert raw.read_bytes().count(b"\t") == len(rows) and raw.read_bytes() != exported.read_bytes()
+    tribunal("audit", "replay", "--input", str(raw), "--output", str(raw_replayed), "--jobs", "2", env=worker_env)
+    assert raw_replayed.read_bytes() == replayed.read_bytes()
     derived = [json.loads(line)["value"] for line in replayed.read_text().splitlines()]
     assert [d for d in derived if d["type"] == "ScalingDecision"] == decisions
     assert [d["type"] for d in derived].count("JusticeOutcome") == 1  # the justice metric was not exported

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
 import random
 from pathlib import Path
 from typing import Any
@@ -16,9 +17,9 @@ from hypothesis import strategies as st
 
 from streams.clients import envelope
 from streams.core.source import SourceRecord
-from streams.lines import Output, ReplayInputError, export_row, line_head, line_tail, output_line, read_line
+from streams.lines import Output, ReplayInputError, export_row, line_head, line_tail, output_line, raw_line, read_line
 from streams.replay import replay_blocks, replay_lines
-from streams.replay.parallel import SKIP, _LineRouting, derive_all, encode_all
+from streams.replay.parallel import SKIP, _FileChunks, _LineRouting, derive_all, encode_all
 from streams.replay.replayer import Replayer
 from tests.core.pools.builders import seed_policy
 from tests.helpers import tribunal
@@ -101,12 +102,12 @@ def test_a_bad_line_after_many_records_ends_a_replay_on_several_processes_as_on_
 
 def lines_of(records: list[SourceRecord]) -> list[bytes]:
     """Export lines of `records`, in the layouts a replay file may have: `tribunal audit export`'s, `json.dumps`'
-    (spaces,
-    non-ASCII escaped), fields in another order, the key written twice (the last one counts)."""
+    (spaces, non-ASCII escaped), fields in another order, the key written twice (the last one counts), the raw
+    form (`export --raw`)."""
     lines = []
     for i, record in enumerate(records):
         row = export_row(*record)
-        layout = i % 5
+        layout = i % 6
         if layout == 0:
             lines.append(orjson.dumps(row))
         elif layout == 1:
@@ -116,6 +117,8 @@ def lines_of(records: list[SourceRecord]) -> list[bytes]:
         elif layout == 3 and row["key"] is not None:
             lines.append(orjson.dumps({**row, "key": "pool-elsewhere"})[:-1] + b',"key":' + orjson.dumps(row["key"])
                          + b"}")
+        elif layout == 4:
+            lines.append(raw_line(*record))
         else:
             lines.append(orjson.dumps(row))
     return lines
@@ -158,13 +161,36 @@ def test_replay_on_several_processes_derives_the_same_bytes_in_the_same_order(jo
 
 
 @pytest.mark.parametrize("jobs", [1, 2, 3])
-def test_the_encoded_blocks_are_the_derived_output_lines_whatever_the_processes(jobs: int) -> None:
+@pytest.mark.parametrize("source", ["lines", "file"])
+def test_the_encoded_blocks_are_the_derived_output_lines_whatever_the_processes(jobs: int, source: str,
+                                                                               tmp_path: Path) -> None:
+    """Lines handed to the processes, or a file each reads itself from where it stands (its first line read
+    here before, and given to neither: its outputs are not expected)."""
     log = mixed_log(600)
     alone, encoded = Replayer(), Replayer()
-    expected = b"".join(output_line(row) + b"\n" for _, rows in derive_all(log, alone) for row in rows)
-    blocks = list(encode_all(lines_of(log), encoded, jobs, chunk_size=37))  # many chunks in flight
+    expected = b"".join(output_line(row) + b"\n" for _, rows in derive_all(log[1:], alone) for row in rows)
+    path = tmp_path / "log.lines"
+    path.write_bytes(b"\n".join(lines_of(log)))  # the last line with no newline
+    with path.open("rb") as file:
+        file.readline()
+        given = file if source == "file" else list(file)
+        blocks = list(encode_all(given, encoded, jobs, chunk_size=37))  # many chunks in flight
     assert b"".join(blocks) == expected and len(blocks) > 10
     assert encoded.counts == alone.counts
+
+
+def test_only_a_regular_file_read_by_its_name_is_read_by_the_processes_themselves(tmp_path: Path) -> None:
+    path = tmp_path / "log.lines"
+    path.write_bytes(b"".join(raw_line(*record) for record in mixed_log(10)))
+    with path.open("rb") as file:
+        assert _FileChunks.of(file, 7) is not None
+    with path.open("r") as text, open("/dev/null", "rb") as device:
+        assert _FileChunks.of(text, 7) is None and _FileChunks.of(device, 7) is None
+    assert _FileChunks.of(io.BytesIO(path.read_bytes()), 7) is None
+    read, write = os.pipe()
+    with os.fdopen(read, "rb") as pipe:
+        os.close(write)
+        assert _FileChunks.of(pipe, 7) is None
 
 
 @given(topic=st.text(), partition=st.integers(0, 2**31), offset=st.integers(0, 2**63), timestamp=st.integers(-1, 2**63),
@@ -220,6 +246,29 @@ def test_blank_lines_are_skipped_and_a_last_line_needs_no_newline(jobs: int) -> 
     assert got == expected and expected.count(b"\n") > 3
 
 
+@given(topic=st.text(), partition=st.integers(0, 2**31), offset=st.integers(0, 2**63), timestamp=st.integers(-1, 2**63),
+       key=st.one_of(st.none(), st.binary(), st.text().map(str.encode)),
+       value=st.one_of(st.none(), st.binary(), st.text().map(str.encode), st.just(b'{"a":"b\\tc"}')))
+def test_a_raw_line_reads_back_as_its_record_exactly_as_bytes_or_as_text(topic: str, partition: int, offset: int,
+                                                                         timestamp: int, key: bytes | None,
+                                                                         value: bytes | None) -> None:
+    record = SourceRecord(topic, partition, offset, timestamp, key, value)
+    line = raw_line(*record)
+    assert line.count(b"\n") == 1 and line.endswith(b"\n")
+    assert read_line(line, 1) == record
+    text = line.decode("utf-8")
+    assert text.splitlines() == [text[:-1]]  # one line, however it is split
+    assert read_line(text[:-1], 1) == record
+
+
+@pytest.mark.parametrize("bad", ['[1]', '["t",0,0,0,"k"]', '["t",0,0,0]\t{}', '["t",0,"0",0,"k"]\t{}',
+                                 '["t",0,0,0,7]\t{}', '["t",0,0,0,"k",{"value":null}]\tx',
+                                 '["t",0,0,0,"k",{"value_b64":true}]\t*', '["t",0,0,0,"k",[]]\t{}', '[\t{}'])
+def test_a_raw_line_that_describes_no_record_is_refused_with_its_number(bad: str) -> None:
+    with pytest.raises(ReplayInputError, match="line 4 is not a record line"):
+        read_line(bad, 4)
+
+
 def test_a_key_that_is_not_utf8_is_exported_and_read_back_exactly() -> None:
     from streams.lines import export_row, record_of
 
@@ -262,7 +311,7 @@ values = st.one_of(st.none(), st.just(metric("ats", 55)), st.fixed_dictionaries(
 @given(st.sampled_from(["policies", "plugin_decider", "plugin_justice", "cluster-events", "job-events",
                         "scaling-decisions", "x.plugin_decider"]), keys, values,
        st.sampled_from(["export", "dumps", "reversed", "twice", "escaped", "escaped_twice", "topic_twice",
-                        "spaced_key"]), st.sampled_from(["", "x."]))
+                        "spaced_key", "raw"]), st.sampled_from(["", "x."]))
 def test_a_line_routed_by_its_key_goes_where_its_record_does(topic: str, key: str | bytes | None, value: Any,
                                                                layout: str, prefix: str) -> None:
     """A replay on several processes routes a line by the key it names, without building its record, wherever
@@ -284,6 +333,8 @@ def test_a_line_routed_by_its_key_goes_where_its_record_does(topic: str, key: st
         line = orjson.dumps(row)[:-1] + b',"k\\u0065y":"pool-z"}'
     elif layout == "topic_twice":
         line = orjson.dumps(row)[:-1] + b',"topic":"plugin_decider"}'
+    elif layout == "raw":
+        line = raw_line(topic, 1, 2, 3, raw_key, raw_value)
     else:
         line = orjson.dumps(row).replace(b'"key":', b'"key" :  ')
     routing = _LineRouting(prefix, 251)
