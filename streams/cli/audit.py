@@ -121,7 +121,8 @@ def replay(input_file: Annotated[Path | None, typer.Option("--input", "-i", help
            jobs: Annotated[int, typer.Option("--jobs", "-j", min=0, max=MAX_JOBS, help="Processes folding the records "
                                              "(keys are independent; 0: one per core)")] = 0) -> None:
     """Run the pure cores over an exported log, or over the topics themselves, and write or verify the outputs."""
-    from streams.replay import replay_file
+    from streams.lines import LineWriter
+    from streams.replay import replay_blocks
     from streams.replay.replayer import Replayer
 
     if (input_file is None) == (not from_kafka):
@@ -146,7 +147,9 @@ def replay(input_file: Annotated[Path | None, typer.Option("--input", "-i", help
             assert input_file is not None and sink is not None
             source = sys.stdin.buffer if str(input_file) == "-" else open_file(input_file, "rb")
             try:
-                replay_file(source, sink, replayer, processes)
+                with LineWriter(sink) as writer:
+                    for block in replay_blocks(source, replayer, processes):
+                        writer.write_block(block)
             finally:
                 if source is not sys.stdin.buffer:
                     source.close()

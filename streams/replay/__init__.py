@@ -10,10 +10,9 @@ the lines read and written are the export-line format (`streams.lines`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import BinaryIO
 
-from streams.lines import LineWriter, output_line, records_of
-from streams.replay.parallel import derive_all, encode_all, write_all
+from streams.lines import output_line, records_of
+from streams.replay.parallel import derive_all, encode_all
 from streams.replay.replayer import Replayer
 
 
@@ -28,14 +27,3 @@ def replay_lines(lines: Iterable[bytes | str], replayer: Replayer | None = None,
 def replay_blocks(lines: Iterable[bytes | str], replayer: Replayer | None = None, jobs: int = 1) -> Iterator[bytes]:
     """`replay_lines`' bytes, newlines included, in blocks of many lines (what `tribunal audit replay` writes)."""
     return encode_all(lines, replayer or Replayer(), jobs)
-
-
-def replay_file(source: BinaryIO, sink: BinaryIO, replayer: Replayer | None = None, jobs: int = 1) -> None:
-    """`replay_blocks`' bytes written to `sink` (what `tribunal audit replay` does): by the processes themselves
-    where both are regular files (`write_all`), else from here, on a thread of its own (`LineWriter`)."""
-    replayer = replayer or Replayer()
-    if write_all(source, sink, replayer, jobs):
-        return
-    with LineWriter(sink) as writer:
-        for block in replay_blocks(source, replayer, jobs):
-            writer.write_block(block)

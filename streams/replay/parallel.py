@@ -13,10 +13,9 @@ import zlib
 from array import array
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import suppress
 from functools import partial
 from itertools import chain, islice
-from typing import Any, BinaryIO
+from typing import Any
 
 import orjson
 
@@ -75,84 +74,12 @@ def encode_all(lines: Iterable[bytes | str], replayer: Replayer, jobs: int = 1,
         shards = array("H", results[0][0])  # the first process's routing of every line: each routes alike
         if file is not None and len(shards) < chunk_size:
             file.ended = True  # the processes came to the file's end: no more chunks (those handed out: empty)
-        error = _cut_at_error(shards, base, results)
+        stop = min((error[0] for *_, error in results if error is not None), default=None)
+        if stop is not None:
+            del shards[stop - base - 1:]  # lines are numbered from 1
         yield _stitched(shards, [result[1:4] for result in results], offsets)
-        if error is not None:
-            raise ReplayInputError(error)
-
-
-def _cut_at_error(shards: array[int], base: int, results: list[Any]) -> str | None:
-    """The first bad line's error among a chunk's `results` (each ends with its process's: its number and error,
-    or None), and `shards` (of the lines after line `base`) cut before that line; None if no line was bad."""
-    stop = min((error[0] for *_, error in results if error is not None), default=None)
-    if stop is None:
-        return None
-    del shards[stop - base - 1:]  # lines are numbered from 1
-    return next(str(error[1]) for *_, error in results if error is not None and error[0] == stop)
-
-
-def write_all(source: BinaryIO, sink: BinaryIO, replayer: Replayer, jobs: int, chunk_size: int = CHUNK) -> bool:
-    """`encode_all`'s bytes written into `sink` from where it stands, when both files are regular and `jobs > 1`
-    (else False, and nothing done): each process reads `source` itself and writes its own lines into `sink` at the
-    places this process gives them (`_Placing`), so the outputs (about a kilobyte a decision) are neither sent
-    back nor copied again here. An input error is raised after every line before it is written."""
-    file = _FileChunks.of(source, chunk_size)
-    if jobs <= 1 or jobs >= SKIP or file is None or not isinstance(sink, io.BufferedWriter) or not _regular(sink):
-        return False
-    sink.flush()
-    placing = _Placing(sink.tell(), jobs)
-    worker = partial(_write_lines_shard, file=(file.path, file.position), out=sink.name)
-    for _, results in _in_parallel(file, replayer, jobs, worker, _to_each(jobs), placing.answer):
-        if len(results[0][0]) // 2 < chunk_size:
-            file.ended = True
-        if placing.error is not None:
-            raise ReplayInputError(placing.error)
-    sink.seek(placing.end)
-    return True
-
-
-class _Placing:
-    """Where each output line of a chunk goes in the output file, and its offset: what `_stitched` does with the
-    lines themselves, done with their lengths alone."""
-
-    def __init__(self, start: int, jobs: int) -> None:
-        self.end = start
-        self.jobs = jobs
-        self.offsets: dict[bytes, int] = {}  # line_head -> the next output's offset
-        self.error: str | None = None
-
-    def answer(self, base: int, results: list[Any]) -> list[Any]:
-        """Each process's message: the places and offsets of its lines of the chunk (those before a bad line)."""
-        shards = array("H", results[0][0])
-        self.error = _cut_at_error(shards, base, results)
-        counts = [array("I", result[1]) for result in results]
-        heads = [result[2] for result in results]
-        lengths = [array("Q", result[3]) for result in results]
-        places = [array("Q") for _ in results]
-        offsets = [array("Q") for _ in results]
-        known, end = self.offsets, self.end
-        for shard, start, stop in _in_input_order(shards, counts):
-            its_heads, its_lengths = heads[shard], lengths[shard]
-            put_place, put_offset = places[shard].append, offsets[shard].append
-            for i in range(start, stop):
-                head = its_heads[i]
-                offset = known.get(head, 0)
-                known[head] = offset + 1
-                put_place(end)
-                put_offset(offset)
-                end += len(head) + len(b"%d" % offset) + its_lengths[i]
-        self.end = end
-        return [("write", p.tobytes(), o.tobytes()) for p, o in zip(places, offsets, strict=True)]
-
-
-def _regular(file: io.BufferedIOBase) -> bool:
-    """Whether `file` is a regular file that its name opens again (so another process can)."""
-    name = getattr(file, "name", None)
-    try:
-        return (isinstance(name, str) and stat.S_ISREG(os.fstat(file.fileno()).st_mode)
-                and os.path.samefile(name, file.fileno()))
-    except (OSError, ValueError):
-        return False
+        if stop is not None:
+            raise ReplayInputError(next(error[1] for *_, error in results if error is not None and error[0] == stop))
 
 
 class _FileChunks:
@@ -167,9 +94,15 @@ class _FileChunks:
     def of(cls, lines: Iterable[bytes | str], size: int) -> _FileChunks | None:
         """The chunks of `lines` if it is a regular file opened by its name in binary mode, read from where it
         stands; None for anything else (a pipe, standard input, a list)."""
-        if not isinstance(lines, io.BufferedReader) or not _regular(lines):
+        name = getattr(lines, "name", None)
+        if not isinstance(name, str) or not isinstance(lines, io.BufferedReader):
             return None
-        return cls(lines.name, lines.tell(), size)
+        try:
+            if not stat.S_ISREG(os.fstat(lines.fileno()).st_mode) or not os.path.samefile(name, lines.fileno()):
+                return None
+            return cls(name, lines.tell(), size)
+        except (OSError, ValueError):
+            return None
 
     def __iter__(self) -> Iterator[tuple[int, int]]:
         base = 0
@@ -211,18 +144,13 @@ Worker = Callable[[Any, Any, str, int, int], None]  # (inbox, outbox, topic pref
 Dealer = Callable[[Any], tuple[list[Any], Any]]  # a chunk -> each process's part of it, and what the merge keeps
 
 
-Answer = Callable[[Any, list[Any]], list[Any]]  # what was kept of a chunk, its results -> a message to each process
-
-
-def _in_parallel(chunks: Iterable[Any], replayer: Replayer, jobs: int, worker: Worker, deal: Dealer,
-                 answer: Answer | None = None) -> Iterator[tuple[Any, list[Any]]]:
+def _in_parallel(chunks: Iterable[Any], replayer: Replayer, jobs: int, worker: Worker, deal: Dealer
+                 ) -> Iterator[tuple[Any, list[Any]]]:
     """For each chunk, in chunk order, what `deal` kept of it and every process's result for its part; `jobs`
     processes run `worker`.
 
     Queues, not pipes: a queue's put never blocks on a reader that is itself blocked writing (a pipe
-    deadlocks there). `replayer.counts` receives the processes' counts at the end. With `answer`, each process
-    is sent its message about a chunk as soon as every result of it is in, and even when stopped early (a bad
-    line) the processes are let finish what they were sent before they go.
+    deadlocks there). `replayer.counts` receives the processes' counts at the end.
     """
     context = (multiprocessing.get_context("fork") if "fork" in multiprocessing.get_all_start_methods()
                else multiprocessing.get_context("spawn"))
@@ -235,11 +163,7 @@ def _in_parallel(chunks: Iterable[Any], replayer: Replayer, jobs: int, worker: W
     handed: deque[Any] = deque()  # what was kept of the chunks whose results are not yet merged
 
     def oldest() -> tuple[Any, list[Any]]:
-        kept, results = handed.popleft(), [_get(outbox, proc) for outbox, proc in zip(outboxes, procs, strict=True)]
-        if answer is not None:
-            for inbox, message in zip(inboxes, answer(kept, results), strict=True):
-                inbox.put(message)
-        return kept, results
+        return handed.popleft(), [_get(outbox, proc) for outbox, proc in zip(outboxes, procs, strict=True)]
 
     failed: ReplayInputError | None = None
     finished = False
@@ -265,14 +189,6 @@ def _in_parallel(chunks: Iterable[Any], replayer: Replayer, jobs: int, worker: W
                 replayer.counts[name] = replayer.counts.get(name, 0) + count
         finished = True
     finally:
-        if not finished and answer is not None:  # what they were answered, done: a few chunks ahead folded first
-            with suppress(ReplayInputError):
-                for inbox in inboxes:
-                    inbox.put(None)
-                for outbox, proc in zip(outboxes, procs, strict=True):
-                    while not isinstance(_get(outbox, proc), dict):  # the chunks ahead, then the counts
-                        pass
-                finished = True
         for proc in procs:
             if finished:
                 proc.join(timeout=10)
@@ -491,17 +407,9 @@ def _stitched(shards: Sequence[int], results: list[Encoded], offsets: dict[bytes
     counts = [array("I", raw) for raw, _, _ in results]
     heads = [h for _, h, _ in results]
     tails = [_cut(*tail) for _, _, tail in results]
+    taken = [0] * len(results)  # records of each process merged so far
+    at = [0] * len(results)  # outputs of each process merged so far
     pieces: list[bytes | memoryview] = []
-    for shard, start, end in _in_input_order(shards, counts):
-        _number(heads[shard], tails[shard], start, end, offsets, pieces)
-    return b"".join(pieces)
-
-
-def _in_input_order(shards: Sequence[int], counts: list[array[int]]) -> Iterator[tuple[int, int, int]]:
-    """For each record of a chunk, in input order, that has outputs: its process (`shards`: of each line) and where
-    its outputs start and end among that process's outputs of the chunk (`counts`: per record of each process)."""
-    taken = [0] * len(counts)  # records of each process merged so far
-    at = [0] * len(counts)  # outputs of each process merged so far
     for shard in shards:
         if shard == SKIP:
             continue
@@ -510,7 +418,8 @@ def _in_input_order(shards: Sequence[int], counts: list[array[int]]) -> Iterator
         if count:
             start = at[shard]
             at[shard] = start + count
-            yield shard, start, start + count
+            _number(heads[shard], tails[shard], start, start + count, offsets, pieces)
+    return b"".join(pieces)
 
 
 Encoded = tuple[bytes, list[bytes], tuple[bytes, bytes]]  # one process's share of a chunk: per record its output
@@ -542,74 +451,19 @@ def _encode_lines_shard(inbox: Any, outbox: Any, topic_prefix: str, index: int, 
     alike), per own record its output count, per output its line head and tail, and the first bad line (its number
     and error) if it came to one, where it stopped. Its chunks are lines handed over, or with `file` (a path and
     where to start) how many lines to read next from that file."""
-    share = _Share(topic_prefix, index, jobs, file)
+    replayer = Replayer(topic_prefix=topic_prefix)
+    encode = replayer.encode
+    routing = _LineRouting(topic_prefix, jobs)
+    source = None
+    if file is not None:
+        source = open(file[0], "rb")  # noqa: SIM115 (read until the process ends)
+        source.seek(file[1])
     while (part := inbox.get()) is not None:
-        shards, counts, heads, tails, error = share.fold(part)
-        outbox.put((shards, counts, heads, _joined(tails), error))
-    outbox.put(share.replayer.counts)
-
-
-def _write_lines_shard(inbox: Any, outbox: Any, topic_prefix: str, index: int, jobs: int,
-                       file: tuple[str, int] | None = None, out: str = "") -> None:
-    """`_encode_lines_shard`, but the process writes its lines into the file `out` itself: it sends, in place of
-    its tails, their lengths, keeps the tails, and writes them when told where each line goes and its offset
-    (`_Placing`), in the order of the chunks."""
-    share = _Share(topic_prefix, index, jobs, file)
-    kept: deque[tuple[list[bytes], list[bytes]]] = deque()
-    sink = os.open(out, os.O_WRONLY)
-    try:
-        while (part := inbox.get()) is not None:
-            if part[0] == "write":
-                heads, tails = kept.popleft()
-                _write_placed(sink, heads, tails, array("Q", part[1]), array("Q", part[2]))
-                continue
-            shards, counts, heads, tails, error = share.fold(part)
-            kept.append((heads, tails))
-            outbox.put((shards, counts, heads, array("Q", map(len, tails)).tobytes(), error))
-    finally:
-        os.close(sink)
-    outbox.put(share.replayer.counts)
-
-
-def _write_placed(sink: int, heads: list[bytes], tails: list[bytes], places: array[int],
-                  offsets: array[int]) -> None:
-    """The first `len(places)` lines of a chunk (each its head, offset and tail) at their places in `sink`, each
-    run of adjacent lines in one write."""
-    run: list[bytes] = []
-    start = end = -1
-    for at, place in enumerate(places):
-        if place != end:
-            if run:
-                os.pwrite(sink, b"".join(run), start)
-            run, start, end = [], place, place
-        head, number, tail = heads[at], b"%d" % offsets[at], tails[at]
-        run += (head, number, tail)
-        end += len(head) + len(number) + len(tail)
-    if run:
-        os.pwrite(sink, b"".join(run), start)
-
-
-class _Share:
-    """What a process of a parallel replay of lines does with a chunk: every line routed, its own folded and
-    encoded."""
-
-    def __init__(self, topic_prefix: str, index: int, jobs: int, file: tuple[str, int] | None) -> None:
-        self.replayer = Replayer(topic_prefix=topic_prefix)
-        self.routing = _LineRouting(topic_prefix, jobs)
-        self.index = index
-        self.source = None
-        if file is not None:
-            self.source = open(file[0], "rb")  # noqa: SIM115 (read until the process ends)
-            self.source.seek(file[1])
-
-    def fold(self, part: Any) -> tuple[bytes, bytes, list[bytes], list[bytes], tuple[int, str] | None]:
-        """A chunk's shards (the first process's alone), own output counts, heads and tails, and its bad line."""
-        if self.source is not None:
+        if source is not None:
             base, count = part
-            lines: list[bytes] = list(islice(self.source, count))
+            lines: list[bytes] = list(islice(source, count))
         else:
             base, lines = pickle.loads(part)
-        index, route_line, encode = self.index, self.routing.line, self.replayer.encode
         shards = array("H")
         counts = array("I")
         heads: list[bytes] = []
@@ -619,14 +473,15 @@ class _Share:
         try:
             for line in lines:
                 number += 1
-                shard, row, record = route_line(line, number)
+                shard, row, record = routing.line(line, number)
                 if index == 0:  # the merge reads the first process's routing alone
                     shards.append(shard)
                 if shard == index:
                     counts.append(encode(record or record_in(row, number), heads, tails))
         except ReplayInputError as e:
             error = (number, str(e))
-        return shards.tobytes(), counts.tobytes(), heads, tails, error
+        outbox.put((shards.tobytes(), counts.tobytes(), heads, _joined(tails), error))
+    outbox.put(replayer.counts)
 
 
 def _derive_shard(inbox: Any, outbox: Any, topic_prefix: str, _index: int, _jobs: int) -> None:

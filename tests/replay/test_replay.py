@@ -19,7 +19,7 @@ from streams.clients import envelope
 from streams.core.source import SourceRecord
 from streams.lines import Output, ReplayInputError, export_row, line_head, line_tail, output_line, raw_line, read_line
 from streams.replay import replay_blocks, replay_lines
-from streams.replay.parallel import SKIP, _FileChunks, _LineRouting, derive_all, encode_all, write_all
+from streams.replay.parallel import SKIP, _FileChunks, _LineRouting, derive_all, encode_all
 from streams.replay.replayer import Replayer
 from tests.core.pools.builders import seed_policy
 from tests.helpers import tribunal
@@ -177,26 +177,6 @@ def test_the_encoded_blocks_are_the_derived_output_lines_whatever_the_processes(
         blocks = list(encode_all(given, encoded, jobs, chunk_size=37))  # many chunks in flight
     assert b"".join(blocks) == expected and len(blocks) > 10
     assert encoded.counts == alone.counts
-
-
-@pytest.mark.parametrize("jobs", [2, 3])
-def test_the_processes_write_into_a_file_the_bytes_one_process_derives_after_what_it_held(jobs: int,
-                                                                                         tmp_path: Path) -> None:
-    log = mixed_log(600)
-    expected = b"".join(output_line(row) + b"\n" for _, rows in derive_all(log, Replayer()) for row in rows)
-    source, out = tmp_path / "log.lines", tmp_path / "out.jsonl"
-    source.write_bytes(b"\n".join(lines_of(log)) + b"\n")
-    written = Replayer()
-    with source.open("rb") as lines, out.open("wb") as sink:
-        sink.write(b"held\n")
-        assert write_all(lines, sink, written, jobs, chunk_size=37)
-        sink.write(b"after\n")  # the file stands after the lines the processes wrote
-    assert out.read_bytes() == b"held\n" + expected + b"after\n" and expected.count(b"\n") > 600
-    assert written.counts["records"] == len(log) - written.counts["skipped"]
-    with source.open("rb") as lines, out.open("wb") as sink:
-        assert not write_all(lines, sink, Replayer(), 1)  # one process: `encode_all`'s blocks, written here
-        assert not write_all(io.BytesIO(source.read_bytes()), sink, Replayer(), jobs)
-    assert out.read_bytes() == b""
 
 
 def test_only_a_regular_file_read_by_its_name_is_read_by_the_processes_themselves(tmp_path: Path) -> None:
