@@ -23,7 +23,10 @@ each one's ratio to the transactional loop and the processor time a record of th
 this bench.
 `--latency N`: only the exactly-once latency at --rate for --seconds, N rounds of the transactional loop (one
 producer; one per partition) and the worker, alternating which goes first, the ratio of their p99 per round and its
-median.
+median. Each side's topics are new each round, and each side first runs --warm seconds at the rate, not measured
+(`--warm 0`: none): the broker's first writes to newly made partitions stall for up to a few hundred ms on this
+machine's ext4 (not on tmpfs: issue 59's fourth session), and the worker writes to several times as many partitions
+as the loop (outputs and changelogs), so a cold round measures the file system more than either.
 Run: `.venv/bin/python bench/e2e.py`.
 """
 
@@ -109,8 +112,8 @@ async def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes, byt
         await producer.stop()
 
 
-async def reader(bootstrap: str, topic: str) -> AIOKafkaConsumer:
-    """A read_committed consumer holding every partition of `topic` at its first offset.
+async def reader(bootstrap: str, topic: str, at_end: bool = False) -> AIOKafkaConsumer:
+    """A read_committed consumer holding every partition of `topic` at its first offset (`at_end`: its end).
 
     Positioned before the inputs are produced: a consumer still starting when they were made their
     latency its own start-up (100-300 ms).
@@ -121,7 +124,7 @@ async def reader(bootstrap: str, topic: str) -> AIOKafkaConsumer:
     try:
         tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
         consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
+        await (consumer.seek_to_end(*tps) if at_end else consumer.seek_to_beginning(*tps))
         for tp in tps:
             await consumer.position(tp)
         if consumer.partitions_for_topic(topic) != set(range(PARTITIONS)):
@@ -152,9 +155,19 @@ async def collect(bootstrap: str, topic: str, expected: int, timeout: float) -> 
 
 
 async def collecting(bootstrap: str, topic: str, expected: int, timeout: float,
-                     out: list[tuple[float, bytes]]) -> asyncio.Task[list[tuple[float, bytes]]]:
-    """`collect` into `out` in the background, started once its reader is positioned."""
-    return asyncio.create_task(drain(await reader(bootstrap, topic), expected, timeout, out))
+                     out: list[tuple[float, bytes]], at_end: bool = False) -> asyncio.Task[list[tuple[float, bytes]]]:
+    """`collect` into `out` in the background, started once its reader is positioned (`at_end`: what comes after
+    what `topic` holds now)."""
+    return asyncio.create_task(drain(await reader(bootstrap, topic, at_end), expected, timeout, out))
+
+
+async def warm_up(bootstrap: str, source: str, sink: str, records: int, rate: float, before: int = 0) -> None:
+    """`records` metric envelopes through whatever reads `source` at `rate`, until their outputs are in `sink` (which
+    held `before` already): every partition written once before anything is measured."""
+    if records:
+        task = await collecting(bootstrap, sink, before + records, 300, [])
+        await produce(bootstrap, source, metrics(records, 99), rate)
+        await task
 
 
 Emitter = Callable[[Any], list[tuple[str, bytes]]]  # a consumed record -> what the loop writes for it: (topic, value)
@@ -286,15 +299,16 @@ async def create(bootstrap: str, names: list[str]) -> None:
 
 
 async def loop_latency(bootstrap: str, name: str, rate: float, seconds: float, transactional: bool,
-                       per_partition: bool = False) -> Latency:
-    """`baseline_loop` fed `rate` records/s for `seconds` on topics of its own."""
+                       per_partition: bool = False, warm: float = 0.0) -> Latency:
+    """`baseline_loop` fed `rate` records/s for `seconds` on topics of its own (after `warm` seconds not measured)."""
     await create(bootstrap, [f"{name}-in", f"{name}-out"])
     stop = asyncio.Event()
     loop = asyncio.create_task(baseline_loop(bootstrap, f"{name}-in", f"{name}-out", stop, transactional,
                                              per_partition))
+    await warm_up(bootstrap, f"{name}-in", f"{name}-out", int(rate * warm), rate)
     n = int(rate * seconds)
     seen: list[tuple[float, bytes]] = []
-    task = await collecting(bootstrap, f"{name}-out", n, 300, seen)
+    task = await collecting(bootstrap, f"{name}-out", n, 300, seen, at_end=True)
     await produce(bootstrap, f"{name}-in", metrics(n, 2), rate)
     await task
     stop.set()
@@ -364,6 +378,7 @@ class Phase:
     guarantee: str = "exactly_once"
     wrong: bool = False  # every record on a partition other than its key's
     metrics: bool = True  # the worker counts for /metrics (TRIBUNAL_METRICS)
+    warm: float = 0.0  # seconds at `rate` first, not measured (`warm_up`)
 
 
 @dataclass
@@ -415,15 +430,18 @@ async def run_phase(bootstrap: str, phase: Phase, index: int, home: Path, broker
     try:
         await produce(bootstrap, prefix + "policies", policies())
         await collect(bootstrap, prefix + "scaling-decisions", POOLS, 120)
+        warm = int((phase.rate or 0) * phase.warm)
+        await warm_up(bootstrap, prefix + "plugin_decider", prefix + "scaling-decisions", warm, phase.rate or 0, POOLS)
         seen: list[tuple[float, bytes]] = []
-        task = await collecting(bootstrap, prefix + "scaling-decisions", phase.records + POOLS, 900, seen)
+        expected = phase.records + (0 if warm else POOLS)
+        task = await collecting(bootstrap, prefix + "scaling-decisions", expected, 900, seen, at_end=bool(warm))
         before, cpu = worker_stats(port), worker_cpu(worker.pid)
         broker_cpu = math.nan if broker is None else worker_cpu(broker)
         bench_cpu = time.process_time()
         started = time.monotonic()
         await produce(bootstrap, prefix + "plugin_decider", metrics(phase.records, index + 1), phase.rate,
                       phase.wrong)
-        behind = phase.records + POOLS - len(seen)
+        behind = expected - len(seen)
         await task
         elapsed = time.monotonic() - started
         after, cpu = worker_stats(port), worker_cpu(worker.pid) - cpu
@@ -554,7 +572,7 @@ def ceiling(records: int, rounds: int) -> None:
           [row[4][0] / row[7][0] for row in rows])
 
 
-def latency_rounds(rate: float, seconds: float, rounds: int) -> None:
+def latency_rounds(rate: float, seconds: float, rounds: int, warm: float) -> None:
     """The exactly-once p99 at `rate` of the worker and of the bare transactional loop, `rounds` times, alternating
     which goes first, each on topics of its own: per round the ratio, and their median (issue 49's latency goal;
     one round's p99 moves with its first second)."""
@@ -567,13 +585,13 @@ def latency_rounds(rate: float, seconds: float, rounds: int) -> None:
             got: dict[str, Latency] = {}
             for who in order:
                 if who == "worker":
-                    phase = Phase(f"{rate:,.0f}/s exactly-once", int(rate * seconds), rate)
+                    phase = Phase(f"{rate:,.0f}/s exactly-once", int(rate * seconds), rate, warm=warm)
                     result = asyncio.run(run_phase(bootstrap, phase, 200 + i, home))
                     got[who] = latency_of(result.seen)
                     print("  " + breakdown(result), flush=True)
                 else:
                     got[who] = asyncio.run(loop_latency(bootstrap, f"{who}{i}", rate, seconds, True,
-                                                        per_partition=who == "partitions"))
+                                                        per_partition=who == "partitions", warm=warm))
             loop, partitions, worker = got["loop"], got["partitions"], got["worker"]
             ratios.append(worker.p99 / loop.p99)
             warm_ratios.append(worker.warm / loop.warm)
@@ -583,7 +601,8 @@ def latency_rounds(rate: float, seconds: float, rounds: int) -> None:
                   f"{partitions.p99:.1f} ms ({partitions.warm:.1f}); worker p50 {worker.p50:.1f} / p99 "
                   f"{worker.p99:.1f} ms ({worker.warm:.1f}); worker p99 ratio {ratios[-1]:.2f} ({warm_ratios[-1]:.2f})",
                   flush=True)
-    print(f"{describe()}; {rate:g}/s for {seconds:g} s, exactly-once, {rounds} rounds")
+    print(f"{describe()}; {rate:g}/s for {seconds:g} s, exactly-once, {rounds} rounds, each side's topics new each "
+          f"round and written for {warm:g} s first, not measured")
     print(f"worker p99 / the transactional loop's: median {statistics.median(ratios):.2f} "
           f"({min(ratios):.2f}-{max(ratios):.2f}); without the first {WARM_UP:g} s of inputs: median "
           f"{statistics.median(warm_ratios):.2f} ({min(warm_ratios):.2f}-{max(warm_ratios):.2f}); the loop with a "
@@ -651,9 +670,11 @@ def main() -> None:
                         help="only the backlogs: N rounds of the loops, the counting agents and the worker")
     parser.add_argument("--latency", type=int, metavar="N",
                         help="only the exactly-once latency at --rate: N rounds of the loop and the worker")
+    parser.add_argument("--warm", type=float, default=1.0,
+                        help="with --latency: seconds at --rate through each side first, not measured")
     args = parser.parse_args()
     if args.latency:
-        latency_rounds(args.rate, args.seconds, args.latency)
+        latency_rounds(args.rate, args.seconds, args.latency, args.warm)
         return
     if args.ceiling:
         ceiling(args.records, args.ceiling)
