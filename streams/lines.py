@@ -63,9 +63,10 @@ def export_line(topic: str, partition: int, offset: int, timestamp: int, key: by
 def raw_line(topic: str, partition: int, offset: int, timestamp: int, key: bytes | None,
              value: bytes | None) -> bytes:
     """A record as a line of the raw form, newline included. The value goes as it is where a line can carry it
-    (UTF-8 without a line break of any kind, so the line also survives being read as text); otherwise the head
-    gains a sixth element that says how: `{"value_b64": true}` (the part after the tab is its base64) or
-    `{"value": null}`; and `{"key_b64": ...}` for a key that is not UTF-8, as in the JSON form."""
+    (UTF-8 without a line break of any kind, so the line also survives being read as text and split by
+    `str.splitlines`, as the head does: `_HEAD_BREAKS`); otherwise the head gains a sixth element that says how:
+    `{"value_b64": true}` (the part after the tab is its base64) or `{"value": null}`; and `{"key_b64": ...}` for
+    a key that is not UTF-8, as in the JSON form."""
     text = None if key is None else key.decode("utf-8", "replace")
     head: list[Any] = [topic, partition, offset, timestamp, text]
     odd: dict[str, Any] = {}
@@ -79,7 +80,17 @@ def raw_line(topic: str, partition: int, offset: int, timestamp: int, key: bytes
         odd["value_b64"], body = True, base64.b64encode(value)
     if odd:
         head.append(odd)
-    return orjson.dumps(head) + b"\t" + body + b"\n"
+    encoded = orjson.dumps(head)
+    for character, escaped in _HEAD_BREAKS:
+        if character in encoded:
+            encoded = encoded.replace(character, escaped)
+    return encoded + b"\t" + body + b"\n"
+
+
+# The line breaks of `str.splitlines` that orjson leaves unescaped in a string (it escapes those below U+0020):
+# in UTF-8 these bytes are always these characters, and only strings in JSON hold them.
+_HEAD_BREAKS = ((b"\xc2\x85", b"\\u0085"), (b"\xe2\x80\xa8", b"\\u2028"), (b"\xe2\x80\xa9", b"\\u2029"))
+_ODD = frozenset({"key_b64", "value_b64", "value"})  # what a raw line's sixth head element may say
 
 
 def _one_line(value: bytes) -> bool:
@@ -110,7 +121,9 @@ def _raw_row(line: bytes | str, number: int) -> RawRow:
 def _raw_record(row: RawRow) -> SourceRecord:
     """The source record of a raw-form line (`ValueError`, `TypeError` if the head describes none)."""
     head, data, tab = row
-    body = data[tab + 1:-1] if data[-1:] == b"\n" else data[tab + 1:]
+    body = data[tab + 1:]
+    if body[-1:] == b"\n":  # a plain value holds no line break, so one at the end is the line's (\n or \r\n)
+        body = body[:-2] if body[-2:-1] == b"\r" else body[:-1]
     if type(head) is not list:
         raise TypeError("a raw record line's head is a JSON array")
     if len(head) == 5:
@@ -118,17 +131,17 @@ def _raw_record(row: RawRow) -> SourceRecord:
         odd: dict[str, Any] = {}
     else:
         topic, partition, offset, timestamp, name, odd = head
-        if type(odd) is not dict:
-            raise TypeError("a raw record line's sixth head element is an object")
+        if type(odd) is not dict or not odd.keys() <= _ODD:
+            raise TypeError(f"a raw record line's sixth head element is an object of {sorted(_ODD)}")
     if type(topic) is not str or type(partition) is not int or type(offset) is not int or type(timestamp) is not int:
         raise TypeError("a raw record line's head is [topic, partition, offset, timestamp, key]")
     if odd:
-        if "key_b64" in odd:
-            key: bytes | None = base64.b64decode(odd["key_b64"])
-        elif name is None or type(name) is str:
-            key = None if name is None else name.encode("utf-8")
-        else:
+        if name is not None and type(name) is not str:
             raise TypeError("a raw record line's key is a string or null")
+        if "key_b64" in odd:
+            key: bytes | None = base64.b64decode(odd["key_b64"], validate=True)
+        else:
+            key = None if name is None else name.encode("utf-8")
         if "value" in odd:
             if odd["value"] is not None or body:
                 raise ValueError("a raw record line's value is null only with nothing after its tab")

@@ -77,8 +77,9 @@ def export(topics: Annotated[str, typer.Option(help="Comma-separated topics, wit
            start: FromBound = None, end: ToBound = None, bootstrap: Bootstrap = None,
            topic_prefix: Prefix = None,
            raw: Annotated[bool, typer.Option("--raw", help="Lines of the raw form: a JSON head [topic, partition, "
-                                             "offset, timestamp, key], a tab, the value's bytes as they are "
-                                             "(replays faster; `cut -f2` gives the values)")] = False) -> None:
+                                             "offset, timestamp, key], a tab, the value's bytes (replays faster; "
+                                             "`cut -f2-` gives the values, as recorded unless the head marks "
+                                             "them base64 or null)")] = False) -> None:
     """Write topics' committed records as a replay file, in the order the worker applied them.
 
     Records no output names yet (the worker has not reached them) follow in log order: merged by

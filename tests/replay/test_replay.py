@@ -261,9 +261,22 @@ def test_a_raw_line_reads_back_as_its_record_exactly_as_bytes_or_as_text(topic: 
     assert read_line(text[:-1], 1) == record
 
 
+@pytest.mark.parametrize(("topic", "key", "value"), [("t\u2028x", "k\x85".encode(), b"{}"),
+                                                      ("t", "\u2029".encode(), "a\u2028b".encode()),
+                                                      ("t", b"k", b"")])
+def test_a_raw_line_is_one_line_whatever_its_text_holds_and_crlf_ends_it_as_lf_does(topic: str, key: bytes,
+                                                                                    value: bytes) -> None:
+    record = SourceRecord(topic, 1, 2, 3, key, value)
+    line = raw_line(*record)
+    assert line.decode().splitlines() == [line.decode()[:-1]] and line.count(b"\n") == 1
+    assert read_line(line, 1) == record == read_line(line[:-1] + b"\r\n", 1) == read_line(line.decode(), 1)
+
+
 @pytest.mark.parametrize("bad", ['[1]', '["t",0,0,0,"k"]', '["t",0,0,0]\t{}', '["t",0,"0",0,"k"]\t{}',
                                  '["t",0,0,0,7]\t{}', '["t",0,0,0,"k",{"value":null}]\tx',
-                                 '["t",0,0,0,"k",{"value_b64":true}]\t*', '["t",0,0,0,"k",[]]\t{}', '[\t{}'])
+                                 '["t",0,0,0,"k",{"value_b64":true}]\t*', '["t",0,0,0,"k",[]]\t{}', '[\t{}',
+                                 '["t",0,0,0,"k",{"key_b64":"!!!!"}]\tv', '["t",0,0,0,[1],{"key_b64":"aw=="}]\tv',
+                                 '["t",0,0,0,"k",{"valu_b64":true}]\tdg=='])
 def test_a_raw_line_that_describes_no_record_is_refused_with_its_number(bad: str) -> None:
     with pytest.raises(ReplayInputError, match="line 4 is not a record line"):
         read_line(bad, 4)
