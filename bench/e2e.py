@@ -9,8 +9,8 @@ Both run in this one process's view of one broker (a fresh local stack, free por
   tribunal  `tribunal worker` as a separate process: decider fold, tables, transactional outputs.
 Throughput: a backlog of --records metric envelopes over 20 pools, timed from the first record
 produced to the last output visible to a read_committed consumer. Latency: --rate records/s for
---seconds; for each output, visible-at minus the input's producer timestamp; p50 / p99 (and p99
-without the first second's inputs, a fresh worker's warm-up).
+--seconds, after --warm seconds at the rate not measured; for each output, visible-at minus the input's producer
+timestamp; p50 / p99 (and p99 without the first second's inputs).
 The same latency at-least-once, and at --high-rate for --high-seconds (does the worker keep up:
 how many decisions were still outstanding when the last input was produced). Misrouted: the
 backlog with every record produced to a partition other than its key's, so each is forwarded
@@ -23,10 +23,11 @@ each one's ratio to the transactional loop and the processor time a record of th
 this bench.
 `--latency N`: only the exactly-once latency at --rate for --seconds, N rounds of the transactional loop (one
 producer; one per partition) and the worker, alternating which goes first, the ratio of their p99 per round and its
-median. Each side's topics are new each round, and each side first runs --warm seconds at the rate, not measured
-(`--warm 0`: none): the broker's first writes to newly made partitions stall for up to a few hundred ms on this
-machine's ext4 (not on tmpfs: issue 59's fourth session), and the worker writes to several times as many partitions
-as the loop (outputs and changelogs), so a cold round measures the file system more than either.
+median. Each side's topics are new each round (and each phase's in the full run), and each side first runs --warm
+seconds at the rate, not measured (`--warm 0`: none): the broker's first writes to newly made partitions stall for
+up to a few hundred ms on this machine's ext4 (not on tmpfs: issue 59's fourth session), and the worker writes to
+several times as many partitions as the loop (outputs and changelogs), so a cold round measures the file system more
+than either.
 Run: `.venv/bin/python bench/e2e.py`.
 """
 
@@ -316,7 +317,7 @@ async def loop_latency(bootstrap: str, name: str, rate: float, seconds: float, t
     return latency_of(seen)
 
 
-async def run_baseline(bootstrap: str, records: int, rate: float, seconds: float
+async def run_baseline(bootstrap: str, records: int, rate: float, seconds: float, warm: float
                        ) -> tuple[float, Latency, Latency, float, float]:
     """The bare loop's backlog throughput, its latency at `rate`, the transactional loop's latency, the
     transactional loop's backlog throughput (one producer: the issue's limit of exactly-once on aiokafka) and
@@ -324,8 +325,8 @@ async def run_baseline(bootstrap: str, records: int, rate: float, seconds: float
     plain = await loop_backlog(bootstrap, "base", records, False)
     txn_backlog = await loop_backlog(bootstrap, "tbase", records, True)
     partition_backlog = await loop_backlog(bootstrap, "pbase", records, True, per_partition=True)
-    return (plain, await loop_latency(bootstrap, "lat", rate, seconds, False),
-            await loop_latency(bootstrap, "txn", rate, seconds, True), txn_backlog, partition_backlog)
+    return (plain, await loop_latency(bootstrap, "lat", rate, seconds, False, warm=warm),
+            await loop_latency(bootstrap, "txn", rate, seconds, True, warm=warm), txn_backlog, partition_backlog)
 
 
 async def loop_backlog(bootstrap: str, name: str, records: int, transactional: bool, per_partition: bool = False
@@ -671,7 +672,7 @@ def main() -> None:
     parser.add_argument("--latency", type=int, metavar="N",
                         help="only the exactly-once latency at --rate: N rounds of the loop and the worker")
     parser.add_argument("--warm", type=float, default=1.0,
-                        help="with --latency: seconds at --rate through each side first, not measured")
+                        help="seconds at the rate through each side's new topics before a latency is measured")
     args = parser.parse_args()
     if args.latency:
         latency_rounds(args.rate, args.seconds, args.latency, args.warm)
@@ -684,13 +685,14 @@ def main() -> None:
         return
     paced = int(args.rate * args.seconds)
     phases = [Phase("backlog, exactly-once", args.records), Phase("backlog, metrics off", args.records, metrics=False),
-              Phase("1,000/s exactly-once", paced, args.rate),
-              Phase("1,000/s at-least-once", paced, args.rate, "at_least_once"),
-              Phase(f"{args.high_rate:,.0f}/s exactly-once", int(args.high_rate * args.high_seconds), args.high_rate),
+              Phase("1,000/s exactly-once", paced, args.rate, warm=args.warm),
+              Phase("1,000/s at-least-once", paced, args.rate, "at_least_once", warm=args.warm),
+              Phase(f"{args.high_rate:,.0f}/s exactly-once", int(args.high_rate * args.high_seconds), args.high_rate,
+                    warm=args.warm),
               Phase("backlog, misrouted", args.records, wrong=True)]
     with local_stack("e2e") as cluster:
         bootstrap, home = cluster.topology.bootstrap, cluster.topology.home
-        base = asyncio.run(run_baseline(bootstrap, args.records, args.rate, args.seconds))
+        base = asyncio.run(run_baseline(bootstrap, args.records, args.rate, args.seconds, args.warm))
         ours = [asyncio.run(run_phase(bootstrap, phase, i, home)) for i, phase in enumerate(phases)]
         faust_only, _ = bare_faust(bootstrap, args.records)
         faust_path, _ = bare_faust(bootstrap, args.records, "worker")
