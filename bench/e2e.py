@@ -168,7 +168,8 @@ async def warm_up(bootstrap: str, source: str, sink: str, records: int, rate: fl
     if records:
         task = await collecting(bootstrap, sink, before + records, 300, [])
         await produce(bootstrap, source, metrics(records, 99), rate)
-        await task
+        if len(await task) < before + records:  # late warm-up outputs would be measured
+            raise RuntimeError(f"the warm-up's {records} outputs did not all reach {sink} in 300 s")
 
 
 Emitter = Callable[[Any], list[tuple[str, bytes]]]  # a consumed record -> what the loop writes for it: (topic, value)
