@@ -361,35 +361,26 @@ def _shipped(derived: list[list[Derived]]) -> Shipped:
     record its output count, per output its topic and key, every value in one block, and where each
     ends. (Pickled as lists of tuples they cost a fifth of each process; an output's partition and
     timestamp are its record's, which the merging side has.)"""
-    counts, ends = array("I"), array("Q")
+    counts = array("I")
     names: list[str] = []
     values: list[bytes] = []
-    end = 0
     for outputs in derived:
         counts.append(len(outputs))
         for topic, _, _, key, value in outputs:
             names += (topic, key)
-            end += len(value)
-            ends.append(end)
             values.append(value)
-    return counts.tobytes(), names, ends.tobytes(), b"".join(values)
+    block, ends = _joined(values)
+    return counts.tobytes(), names, ends, block
 
 
 def _unpacked(shipped: Shipped) -> Iterator[list[tuple[str, str, bytes]]]:
     """Per record, in order, the (topic, key, value) of each output `_shipped` packed."""
-    raw_counts, names, raw_ends, values = shipped
-    counts, ends = array("I"), array("Q")
-    counts.frombytes(raw_counts)
-    ends.frombytes(raw_ends)
-    at = start = 0
-    for count in counts:
-        outputs = []
-        for _ in range(count):
-            end = ends[at]
-            outputs.append((names[2 * at], names[2 * at + 1], values[start:end]))
-            at += 1
-            start = end
-        yield outputs
+    raw_counts, names, raw_ends, block = shipped
+    values = _cut(block, raw_ends)
+    at = 0
+    for count in array("I", raw_counts):
+        yield [(names[2 * i], names[2 * i + 1], bytes(values[i])) for i in range(at, at + count)]
+        at += count
 
 
 def _number(heads: list[bytes], tails: Sequence[bytes | memoryview], start: int, end: int, offsets: dict[bytes, int],
@@ -426,19 +417,20 @@ Encoded = tuple[bytes, list[bytes], tuple[bytes, bytes]]  # one process's share 
 # count, per output its line head (`Replayer.encode`), and their tails (`_joined`)
 
 
-def _joined(tails: list[bytes]) -> tuple[bytes, bytes]:
-    """Line tails as one block and where each ends: to cross a process boundary they cost a pickled object
-    each (a third of what the parent does per output) where one block costs a copy."""
+def _joined(pieces: list[bytes]) -> tuple[bytes, bytes]:
+    """Byte strings as one block and where each ends (`_cut` takes them apart): to cross a process boundary they
+    cost a pickled object each (for line tails, a third of what the parent does per output) where one block costs
+    a copy."""
     ends = array("Q")
     end = 0
-    for tail in tails:
-        end += len(tail)
+    for piece in pieces:
+        end += len(piece)
         ends.append(end)
-    return b"".join(tails), ends.tobytes()
+    return b"".join(pieces), ends.tobytes()
 
 
 def _cut(block: bytes, raw_ends: bytes) -> list[memoryview]:
-    """The tails `_joined` put in one block, each a view of it (copied only once, into the chunk's lines)."""
+    """The pieces `_joined` put in one block, each a view of it (copied only once, where it is used)."""
     ends = array("Q", raw_ends)
     view = memoryview(block)
     return [view[start:end] for start, end in zip(chain((0,), ends), ends, strict=False)]  # one start more
