@@ -45,6 +45,18 @@ into Faust only through a function here, so a Faust upgrade means reading this o
   (bench/drain.py: 9,438 records/s; 14,626 without). Partitions now stay in the set: a full
   buffer makes the delivery wait (Faust's own race in `wait_first`), which holds the fetch loop
   back without the stall (`Consumer.on_buffer_full`, replaced for the whole process).
+* `fetch_busy_partitions_together`: aiokafka's fetcher keeps one fetch in flight per broker, and leaves out of it
+  each partition whose fetched records the reader has not taken yet; once such records are older than its
+  `prefetch_backoff` (0.1 s) it sends the fetch without them. Faust's fetch loop takes a fetch's records only
+  after it has handed every record of the last one to its streams, so in a backlog the busy partitions' records
+  waited past 0.1 s, and the fetch went out for the worker's idle topics alone (every fold's inputs, repartition
+  topics and changelogs): the broker held it for Faust's 1.5 s (`fetch_max_wait_ms`) for want of data, and the
+  busy partitions, read meanwhile, could not be fetched until it came back. The agents sat idle 1.0-1.5 s in
+  each 20,000-record backlog (a probe of the fetcher: bench/e2e.py's "waiting for Faust's next record", about
+  100 us a record, was this). A partition that Faust reads (the set it hands to `getmany`, which it keeps up to
+  date as it pauses and resumes partitions) and whose fetched records are not all taken now holds its broker's
+  next fetch back until they are, so the next fetch asks for every partition at once and returns as soon as any
+  has data (`Fetcher._get_actions_per_node` and `fetched_records`, wrapped for the whole process).
 * `commit_without_a_table`: before every offset commit Faust draws the offsets as a terminal table
   (`terminaltables`) for a log line at its `dev` level, drawn whether or not that level is
   logged: 5% of the worker's busy main thread at 1,000 records/s (py-spy). The table is now drawn
@@ -242,6 +254,12 @@ def check() -> None:
             or kept not in _source(aiokafka.AIOKafkaConsumer.__init__)):
         missing.append(f"AIOKafkaConsumerThread._create_worker_consumer setting fetch_max_wait_ms="
                        f"{FAUST_FETCH_WAIT_MS} and aiokafka's Fetcher keeping it")
+    actions = _source(_ORIGINALS.get("_get_actions_per_node", Fetcher._get_actions_per_node))
+    if ("elif node_id in self._in_flight" not in actions or "if tp in self._records" not in actions
+            or not hasattr(Fetcher, "_select_read_replica")
+            or "self._prefetch_backoff" not in _source(Fetcher.__init__)):
+        missing.append("aiokafka's Fetcher._get_actions_per_node leaving out partitions with records not yet taken "
+                       "and one fetch in flight per broker")
     if "terminal.logtable(" not in _source(Consumer._commit_offsets):
         missing.append("Consumer._commit_offsets drawing its offsets with terminal.logtable")
     from faust.types.tuples import Message
@@ -507,10 +525,37 @@ class _Rest:
 
 
 def deliver_as_the_worker() -> None:
-    """How the worker's agents are handed their records, with `events`: no task per fetch, and fetching while a
-    stream's buffer is full. One call for the worker and for bench/bare_faust.py, which measures this path."""
+    """How the worker's agents are handed their records, with `events`: no task per fetch, fetching while a
+    stream's buffer is full, and every busy partition in each fetch. One call for the worker and for
+    bench/bare_faust.py, which measures this path."""
     deliver_without_tasks()
     fetch_while_streams_are_full()
+    fetch_busy_partitions_together()
+
+
+def fetch_busy_partitions_together() -> None:
+    from aiokafka.consumer.fetcher import Fetcher, FetchResult
+
+    actions = _ORIGINALS.setdefault("_get_actions_per_node", Fetcher._get_actions_per_node)
+    fetched = _ORIGINALS.setdefault("fetched_records", Fetcher.fetched_records)
+
+    async def fetched_records(self: Any, partitions: Any, timeout: float = 0, max_records: int | None = None
+                              ) -> Any:
+        self.tribunal_wanted = partitions  # Faust's own set of the partitions it reads now, kept up to date by Faust
+        return await fetched(self, partitions, timeout=timeout, max_records=max_records)
+
+    def _get_actions_per_node(self: Any, assignment: Any) -> Any:
+        requests, resets, timeout, invalid, resumes = actions(self, assignment)
+        wanted = getattr(self, "tribunal_wanted", None)
+        held = {self._select_read_replica(tp) for tp, result in self._records.items()
+                if type(result) is FetchResult and result.has_more() and (wanted is None or tp in wanted)}
+        if held:  # fetched again together once read (the reader's getmany wakes this routine); until then, look again
+            requests = [(node, request) for node, request in requests if node not in held]
+            timeout = min(timeout, self._prefetch_backoff)
+        return requests, resets, timeout, invalid, resumes
+
+    Fetcher.fetched_records = fetched_records
+    Fetcher._get_actions_per_node = _get_actions_per_node
 
 
 def deliver_without_tasks() -> None:

@@ -433,3 +433,66 @@ def test_transactional_producers_of_an_assignment_start_together(monkeypatch: py
     begun.clear()
     asyncio.run(TransactionManager._start_transactions(manager, tids))
     assert waiting[1] == 4 and sorted(begun) == tids
+
+
+def test_a_busy_partition_whose_records_wait_holds_its_brokers_next_fetch_until_they_are_taken(
+        kafka: str, unique: str) -> None:
+    """aiokafka's own fetcher, 0.1 s after a reader left a partition's records untaken, fetches the other
+    partitions without it, and the broker holds that fetch for want of data (1.5 s, Faust's wait): the busy
+    partition, read meanwhile, waits it out. Patched, no fetch leaves out a partition the reader reads."""
+    faust_private.fetch_busy_partitions_together()
+    asyncio.run(_a_slow_reader(kafka, unique))
+
+
+async def _a_slow_reader(bootstrap: str, prefix: str) -> None:
+    from aiokafka import TopicPartition
+    from aiokafka.admin import NewTopic
+
+    from streams import kafka
+
+    busy, idle = TopicPartition(f"{prefix}.busy", 0), TopicPartition(f"{prefix}.idle", 0)
+    admin = kafka.admin(bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(tp.topic, 1, 1) for tp in (busy, idle)])
+    finally:
+        await admin.close()
+    producer = kafka.producer(bootstrap)
+    consumer = kafka.consumer(bootstrap, fetch_max_wait_ms=1500, auto_offset_reset="earliest")
+    await producer.start()
+    try:
+        for _ in range(50):
+            await producer.send(busy.topic, b"x", key=b"k")
+        await producer.flush()
+        consumer.assign([busy, idle])
+        await consumer.start()
+        fetched: list[set[str]] = []  # the topics of each fetch sent
+        send = consumer._client.send
+
+        async def spy(node: int, request: Any, *args: Any, **kwargs: Any) -> Any:
+            if type(request).__name__ == "FetchRequest":
+                fetched.append({topic for topic, _ in request.topics})
+            return await send(node, request, *args, **kwargs)
+
+        consumer._client.send = spy
+        for _ in range(1000):  # until the busy partition's records wait in the fetcher, untaken
+            if busy in consumer._fetcher._records:
+                break
+            await asyncio.sleep(0.01)
+        else:
+            raise AssertionError("the busy partition's records never arrived")
+        since = len(fetched)
+        await asyncio.sleep(0.5)  # a slow reader: five times aiokafka's prefetch back-off
+        assert all(busy.topic in topics for topics in fetched[since:]), fetched[since:]  # aiokafka's: {idle} alone
+        assert len((await consumer.getmany(timeout_ms=1000))[busy]) == 50
+        await producer.send_and_wait(busy.topic, b"y", key=b"k")
+        more: list[Any] = []
+        for _ in range(50):
+            more += (await consumer.getmany(timeout_ms=100)).get(busy, [])
+            if more:
+                break
+        assert [r.value for r in more] == [b"y"]
+        assert fetched[since:] and all(busy.topic in topics for topics in fetched[since:]), fetched[since:]
+    finally:
+        await consumer.stop()
+        await producer.stop()
