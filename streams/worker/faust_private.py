@@ -541,14 +541,14 @@ def fetch_busy_partitions_together() -> None:
 
     async def fetched_records(self: Any, partitions: Any, timeout: float = 0, max_records: int | None = None
                               ) -> Any:
-        self.tribunal_wanted = partitions  # Faust's own set of the partitions it reads now, kept up to date by Faust
+        self.tribunal_wanted = partitions  # Faust's own set of the partitions it reads, kept up to date; empty: all
         return await fetched(self, partitions, timeout=timeout, max_records=max_records)
 
     def _get_actions_per_node(self: Any, assignment: Any) -> Any:
         requests, resets, timeout, invalid, resumes = actions(self, assignment)
         wanted = getattr(self, "tribunal_wanted", None)
         held = {self._select_read_replica(tp) for tp, result in self._records.items()
-                if type(result) is FetchResult and result.has_more() and (wanted is None or tp in wanted)}
+                if type(result) is FetchResult and result.has_more() and (not wanted or tp in wanted)}
         if held:  # fetched again together once read (the reader's getmany wakes this routine); until then, look again
             requests = [(node, request) for node, request in requests if node not in held]
             timeout = min(timeout, self._prefetch_backoff)

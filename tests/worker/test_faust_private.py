@@ -435,16 +435,26 @@ def test_transactional_producers_of_an_assignment_start_together(monkeypatch: py
     assert waiting[1] == 4 and sorted(begun) == tids
 
 
+
 def test_a_busy_partition_whose_records_wait_holds_its_brokers_next_fetch_until_they_are_taken(
         kafka: str, unique: str) -> None:
     """aiokafka's own fetcher, 0.1 s after a reader left a partition's records untaken, fetches the other
     partitions without it, and the broker holds that fetch for want of data (1.5 s, Faust's wait): the busy
     partition, read meanwhile, waits it out. Patched, no fetch leaves out a partition the reader reads."""
     faust_private.fetch_busy_partitions_together()
-    asyncio.run(_a_slow_reader(kafka, unique))
+    asyncio.run(_a_slow_reader(kafka, unique, reads_busy=True))
 
 
-async def _a_slow_reader(bootstrap: str, prefix: str) -> None:
+def test_a_partition_the_reader_has_paused_holds_no_fetch_back(kafka: str, unique: str) -> None:
+    """A partition Faust has taken out of the set it reads (paused for recovery) never has its records taken: it
+    must not hold the fetches of the partitions Faust does read (the changelogs being recovered)."""
+    faust_private.fetch_busy_partitions_together()
+    asyncio.run(_a_slow_reader(kafka, unique, reads_busy=False))
+
+
+async def _a_slow_reader(bootstrap: str, prefix: str, reads_busy: bool) -> None:
+    """A consumer of a busy and an idle partition whose busy records wait untaken for half a second; then, if
+    `reads_busy`, it takes them and reads one more, else it reads the idle partition alone."""
     from aiokafka import TopicPartition
     from aiokafka.admin import NewTopic
 
@@ -466,6 +476,8 @@ async def _a_slow_reader(bootstrap: str, prefix: str) -> None:
         await producer.flush()
         consumer.assign([busy, idle])
         await consumer.start()
+        if not reads_busy:
+            assert await consumer.getmany(idle, timeout_ms=10) == {}  # the reader's set: the idle partition alone
         fetched: list[set[str]] = []  # the topics of each fetch sent
         send = consumer._client.send
 
@@ -483,6 +495,9 @@ async def _a_slow_reader(bootstrap: str, prefix: str) -> None:
             raise AssertionError("the busy partition's records never arrived")
         since = len(fetched)
         await asyncio.sleep(0.5)  # a slow reader: five times aiokafka's prefetch back-off
+        if not reads_busy:  # fetched without the paused partition, as aiokafka would
+            assert {idle.topic} in fetched[since:], fetched[since:]
+            return
         assert all(busy.topic in topics for topics in fetched[since:]), fetched[since:]  # aiokafka's: {idle} alone
         assert len((await consumer.getmany(timeout_ms=1000))[busy]) == 50
         await producer.send_and_wait(busy.topic, b"y", key=b"k")
