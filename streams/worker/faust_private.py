@@ -249,15 +249,15 @@ def check() -> None:
     create = _source(AIOKafkaConsumerThread._create_worker_consumer)
     from aiokafka.consumer.fetcher import Fetcher
 
-    kept = "self._fetch_max_wait_ms = fetch_max_wait_ms"
-    if (f"fetch_max_wait_ms={FAUST_FETCH_WAIT_MS}" not in create or kept not in _source(Fetcher.__init__)
+    kept, fetcher_init = "self._fetch_max_wait_ms = fetch_max_wait_ms", _source(Fetcher.__init__)
+    if (f"fetch_max_wait_ms={FAUST_FETCH_WAIT_MS}" not in create or kept not in fetcher_init
             or kept not in _source(aiokafka.AIOKafkaConsumer.__init__)):
         missing.append(f"AIOKafkaConsumerThread._create_worker_consumer setting fetch_max_wait_ms="
                        f"{FAUST_FETCH_WAIT_MS} and aiokafka's Fetcher keeping it")
     actions = _source(_ORIGINALS.get("_get_actions_per_node", Fetcher._get_actions_per_node))
     if ("elif node_id in self._in_flight" not in actions or "if tp in self._records" not in actions
             or not hasattr(Fetcher, "_select_read_replica")
-            or "self._prefetch_backoff" not in _source(Fetcher.__init__)):
+            or "self._prefetch_backoff" not in fetcher_init):
         missing.append("aiokafka's Fetcher._get_actions_per_node leaving out partitions with records not yet taken "
                        "and one fetch in flight per broker")
     if "terminal.logtable(" not in _source(Consumer._commit_offsets):

@@ -456,17 +456,13 @@ async def _a_slow_reader(bootstrap: str, prefix: str, reads_busy: bool) -> None:
     """A consumer of a busy and an idle partition whose busy records wait untaken for half a second; then, if
     `reads_busy`, it takes them and reads one more, else it reads the idle partition alone."""
     from aiokafka import TopicPartition
-    from aiokafka.admin import NewTopic
 
     from streams import kafka
+    from tests.helpers import create_topic
 
     busy, idle = TopicPartition(f"{prefix}.busy", 0), TopicPartition(f"{prefix}.idle", 0)
-    admin = kafka.admin(bootstrap)
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(tp.topic, 1, 1) for tp in (busy, idle)])
-    finally:
-        await admin.close()
+    for tp in (busy, idle):
+        await create_topic(bootstrap, tp.topic, {}, partitions=1)
     producer = kafka.producer(bootstrap)
     consumer = kafka.consumer(bootstrap, fetch_max_wait_ms=1500, auto_offset_reset="earliest")
     await producer.start()
