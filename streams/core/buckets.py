@@ -16,6 +16,8 @@ from typing import Any, Generic, TypeVar
 from immutables import Map
 from mypy_extensions import mypyc_attr
 
+from streams.core.versioned import Versioned
+
 V = TypeVar("V")
 EMPTY: Map[str, Any] = Map()
 PER_BUCKET = 32  # items a `Hashed` bucket holds on average at most: one table entry of about a kilobyte
@@ -173,7 +175,7 @@ class Buckets(Generic[V]):
         return sorted((self.buckets.get(name) or EMPTY).items())
 
 
-def changed(before: Buckets[Any], after: Buckets[Any]) -> frozenset[str]:
+def changed(before: Buckets[Any] | Versioned[Any], after: Buckets[Any] | Versioned[Any]) -> frozenset[str]:
     """The buckets to write after a record took `before` to `after` (and every bucket of a map still `Unwritten`:
     the worker gathers the names until it writes, so naming them again is harmless)."""
     names = frozenset() if after is before else after.touched

@@ -1,4 +1,5 @@
-"""The core's one persistent collection library: immutables' `Map`, a hash array mapped trie in C.
+"""The core's persistent collection library: immutables' `Map`, a hash array mapped trie in C (the
+dispatcher's jobs, read at random among up to 100,000 by every command, are a `versioned.Versioned`).
 
 A record changes a few entries of a state that can hold 100,000 jobs, and the state before it must stay as it
 was (replay, explain and the worker's keeper read both), so a change copies a path of the trie, not the map.

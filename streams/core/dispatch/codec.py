@@ -2,7 +2,7 @@
 
 Two tables: `dispatch-state` holds the namespace's counters, caps, seqs and the names of its job
 buckets (rewritten by every record, and small); `dispatch-jobs` holds each bucket's jobs under
-`namespace/bucket` (`buckets.Buckets`), rewritten only when a record changed one of its jobs.
+`namespace/bucket` (`versioned.Versioned`), rewritten only when a record changed one of its jobs.
 
 Only the jobs are stored, not the heaps: each queue follows from the jobs' status and `now` (one
 run per worker's ready jobs, one per worker and expected start of those not yet due), and stale
@@ -16,16 +16,17 @@ from typing import Any
 
 from immutables import Map
 
-from streams.core.buckets import Buckets, changed
+from streams.core.buckets import changed
 from streams.core.dispatch.heap import of_sorted, push_run
 from streams.core.dispatch.state import DispatchState, Job, Worker, bucket_of
+from streams.core.versioned import Versioned
 
 
 def dump(state: DispatchState) -> dict[str, Any]:
     return {
         "now": state.now, "max": state.max, "assigned": state.assigned,
         "caps": {name: w.max for name, w in sorted(state.workers.items()) if w.max is not None},
-        "buckets": sorted(state.jobs.buckets.keys()),
+        "buckets": state.jobs.names(),
         "seqs": dict(sorted(state.seqs.items())), "offsets": dict(sorted(state.offsets.items())),
         "applied": state.applied,
     }
@@ -33,8 +34,8 @@ def dump(state: DispatchState) -> dict[str, Any]:
 
 def dump_bucket(state: DispatchState, name: str) -> list[list[Any]]:
     """One bucket's jobs in assignment order (an empty list once its last job is gone)."""
-    bucket = state.jobs.buckets.get(name)  # sorted by order alone, not first by uuid as `Buckets.bucket` would
-    return [] if bucket is None else [job.fields() for job in sorted(bucket.values(), key=lambda j: j.order)]
+    # sorted by order alone, not first by uuid as `Versioned.bucket` would
+    return [job.fields() for job in sorted(state.jobs.in_bucket(name), key=lambda j: j.order)]
 
 
 def touched(before: DispatchState, after: DispatchState) -> frozenset[str]:
@@ -49,7 +50,7 @@ def listed(entry: Mapping[str, Any] | None) -> list[str]:
 
 def buckets(state: DispatchState) -> dict[str, list[list[Any]]]:
     """Every bucket's entry: the state as `load` takes it, with `dump`."""
-    return {name: dump_bucket(state, name) for name in state.jobs.buckets}
+    return {name: dump_bucket(state, name) for name in state.jobs.names()}
 
 
 def load(data: Mapping[str, Any] | None, stored: Mapping[str, Iterable[list[Any]] | None] = Map()) -> DispatchState:
@@ -85,7 +86,7 @@ def load(data: Mapping[str, Any] | None, stored: Mapping[str, Iterable[list[Any]
                 tops.append((*queue[0], name))
     return DispatchState(offsets=dict(data["offsets"]), applied=int(data["applied"]), seqs=dict(data["seqs"]),
                          now=now, max=int(data["max"]), running=len(deadlines), assigned=int(data["assigned"]),
-                         jobs=Buckets.of_items(bucket_of, ((job.uuid, job) for job in jobs)),
+                         jobs=Versioned.of_items(bucket_of, ((job.uuid, job) for job in jobs)),
                          workers=Map(workers), waiting=of_sorted(sorted(waiting)),
                          deadlines=of_sorted(sorted(deadlines)), deadline_entries=len(deadlines),
                          tops=of_sorted(sorted(tops)))

@@ -59,7 +59,7 @@ def apply(state: DispatchState, record: SourceRecord, topic: str) -> tuple[Dispa
         return state, []  # a redelivery after a crash
     admitted = state.copy()
     admitted.offsets, admitted.applied = offsets, state.applied + 1
-    if admitted.jobs.touched:  # `touched` names the job buckets this record changes (`buckets.Buckets`)
+    if admitted.jobs.touched:  # `touched` names the job buckets this record changes (`versioned.Versioned`)
         admitted.jobs = admitted.jobs.untouched()
     try:
         command = _parse(record, topic)

@@ -1,9 +1,10 @@
 """A dispatcher namespace's state: its jobs, its workers' caps and counts, and the queues that order them.
 
 Frozen like every fold's state, and built so that a record's cost grows with the log, not the
-number, of the jobs pending: the jobs and workers are persistent hash array mapped tries
-(`immutables.Map`, in C), the queues persistent heaps of sorted runs (`heap`), so a record copies
-O(log n) of them.
+number, of the jobs pending: the jobs are a map whose newest version is read and changed at a dict's
+cost (`versioned`: a command reads a few jobs at random among up to 100,000, where a trie's paths
+miss the processor's caches), the workers a persistent hash array mapped trie (`immutables.Map`, in
+C), the queues persistent heaps of sorted runs (`heap`), so a record copies O(log n) of them.
 
 Queues (entries that name a job no longer in that status are skipped when they reach the top):
 * `waiting`: assigns not yet startable, as (expected_start, first order, worker, run): a run is the
@@ -26,9 +27,9 @@ from typing import Any, final
 from immutables import Map
 
 from streams.core.admission import NO_COUNTS
-from streams.core.buckets import Buckets
 from streams.core.dispatch.heap import Heap
 from streams.core.frozen import Frozen
+from streams.core.versioned import Versioned
 
 DEFAULT_MAX_THREADS = 100  # the seed's `elastic_dispatcher_config` row: threads, max 100
 
@@ -87,15 +88,14 @@ def bucket_of(uuid: str) -> str:
     return uuid[:2]
 
 
-Jobs = Buckets[Job]  # a namespace's jobs by uuid, in buckets by `bucket_of`: a table entry per bucket
-NO_JOBS: Jobs = Buckets(bucket_of)
+Jobs = Versioned[Job]  # a namespace's jobs by uuid, in buckets by `bucket_of`: a table entry per bucket
+NO_JOBS: Jobs = Versioned(bucket_of)
 
 
 def job_of(jobs: Jobs, uuid: str) -> Job | None:
     """`jobs.get(uuid)`, calling `bucket_of` natively rather than through the map's bucket function (every `Jobs`
     is bucketed by it: `NO_JOBS` and `codec.load` make them so, and a change keeps it)."""
-    bucket = jobs.buckets.get(bucket_of(uuid))
-    return None if bucket is None else bucket.get(uuid)
+    return jobs.get_in(bucket_of(uuid), uuid)
 
 
 @final
