@@ -13,7 +13,9 @@ Filliâtre's persistent arrays). A fold reads and changes the version it was jus
 store's, at a dict's cost; reading an older version (an explanation's state before a record, a worker
 going back to a batch's start) first undoes the changes between them, and the later version is then
 the one that holds changes. Every version reads as the same items whatever was read in between, so
-it is as persistent as the trie: only the cost of going back differs.
+it is as persistent as the trie: only the cost of going back differs, and a version held while the map moves on
+keeps every change since in memory (the worker keeps only each key's newest state; an explanation, the state
+before one record).
 
 The items' order is not kept: `keys`, `values` and `items` come in an order that depends on what was
 read before, so a fold that needs an order sorts (the dispatcher's do: by start order, by name). Only
@@ -197,6 +199,7 @@ class Versioned(Generic[V]):
 
     def added(self, items: Iterable[tuple[str, V]]) -> Versioned[V]:
         """With every one of `items` set, in one version."""
+        items = list(items)  # taken whole before the store changes: reading them may read a version of it, or fail
         if not self.count:
             fresh = Versioned.of_items(self.of, items)
             fresh.touched = self.touched.union(fresh.store.data)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -101,3 +102,31 @@ def test_equal_by_items_and_empty_versions_apart() -> None:
     assert one.delete("a0") == empty
     assert dict(one.items()) == {"a0": 1} and dict(other.items()) == {"b0": 2}
     assert empty.get("a0") is None and len(empty) == 0
+
+
+def test_a_map_emptied_and_changed_again_names_every_bucket_touched_since_untouched() -> None:
+    """An emptied map's next change starts a new store (`set`, `added`): what the record touched before still
+    counts, as a timeout that ends a namespace's last job and an assign in the same record both do."""
+    emptied = Versioned.of_items(bucket_of, [("a0", 1)]).untouched().delete("a0")
+    assert emptied.touched == {"a"} and len(emptied) == 0
+    assert emptied.set("b0", 2).touched == {"a", "b"}
+    assert emptied.added([("c0", 3), ("b1", 4)]).touched == {"a", "b", "c"}
+    assert dict(emptied.added([("c0", 3)]).items()) == {"c0": 3}
+
+
+def test_items_added_are_taken_whole_before_the_store_changes() -> None:
+    """`added`'s items may read another version of the same store, or fail half-way: neither leaves a version
+    reading what it did not hold."""
+    old = Versioned.of_items(bucket_of, [("a0", 1)])
+    new = old.set("a1", 2)
+    after = new.added((key, old.get("a0") or 0) for key in ("b0", "b1"))  # reads `old` while it is being added
+    assert dict(after.items()) == {"a0": 1, "a1": 2, "b0": 1, "b1": 1}
+    assert dict(old.items()) == {"a0": 1} and dict(new.items()) == {"a0": 1, "a1": 2}
+
+    def failing() -> Iterator[tuple[str, int]]:
+        yield "c0", 3
+        raise ValueError("half-way")
+
+    with pytest.raises(ValueError, match="half-way"):
+        after.added(failing())
+    assert dict(after.items()) == {"a0": 1, "a1": 2, "b0": 1, "b1": 1} and len(after) == 4
