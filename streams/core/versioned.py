@@ -11,10 +11,11 @@ version, the one read last; every other version holds the changes that take the 
 store's to itself (a version tree rerooted on access: Baker's "shallow binding", as in Conchon and
 Filliâtre's persistent arrays). A fold reads and changes the version it was just given, which is the
 store's, at a dict's cost; reading an older version (an explanation's state before a record) first
-undoes the changes between them, and the later version is then the one that holds changes. Every version reads as the same items whatever was read in between, so
-it is as persistent as the trie: only the cost of going back differs, and a version held while the map moves on
-keeps every change since in memory (the worker keeps only each key's newest state; an explanation, the state
-before one record).
+undoes the changes between them, and the later version is then the one that holds changes. Every
+version reads as the same items whatever was read in between, so it is as persistent as the trie:
+only the cost of going back differs, and a version held while the map moves on keeps every change
+since in memory (the worker keeps only each key's newest state; an explanation, the state before
+one record).
 
 The items' order is not kept: `keys`, `values` and `items` come in an order that depends on what was
 read before, so a fold that needs an order sorts (the dispatcher's do: by start order, by name). Only
