@@ -54,6 +54,10 @@ def test_a_cut_off_scheduler_stops_its_jobs_before_its_session_expires_and_none_
     group.bridge()
     for sid in "AB":
         group.scheduler(sid)
+    # Jobs are offered to the members the fold knows: made before it knows A (the bridge's watch, then the worker),
+    # all would be offered to B, and none ever to A (a CI run saw it).
+    group.wait("a limit for each scheduler in the log", lambda: {"g/A", "g/B"} <= latest(
+        net_stack.bootstrap, f"{unique}.rejection-limits").keys())
     group.create_jobs(JOBS)
     group.wait("every job owned, some by each", lambda: len(group.owners()) == JOBS
                and set(group.owners().values()) == {"A", "B"})
