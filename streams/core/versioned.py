@@ -122,16 +122,14 @@ class Versioned(Generic[V]):
             older.changes, older.newer = None, None
         return data
 
-    def _next(self, data: dict[str, dict[str, Any]], count: int, changes: list[Change],
-              names: Iterable[str]) -> Versioned[V]:
+    def _next(self, count: int, changes: list[Change], touched: frozenset[str]) -> Versioned[V]:
         """The version after this one, made the store's: this one now holds `changes` (already written)."""
-        after: Versioned[V] = Versioned(self.of, self.store, count, self.touched.union(names))
+        after: Versioned[V] = Versioned(self.of, self.store, count, touched)
         self.changes, self.newer = changes, after
         return after
 
     def get(self, key: str) -> V | None:
-        bucket = self._data().get(self.of(key))
-        return None if bucket is None else bucket.get(key)
+        return self.get_in(self.of(key), key)
 
     def get_in(self, name: str, key: str) -> V | None:
         """`get(key)` where `name` is `of(key)`, already known."""
@@ -195,7 +193,7 @@ class Versioned(Generic[V]):
         data = self._data()
         name = self.of(key)
         old = _write(data, name, key, value)
-        return self._next(data, self.count + (old is ABSENT), [(name, key, old)], (name,))
+        return self._next(self.count + (old is ABSENT), [(name, key, old)], self.touched.union((name,)))
 
     def added(self, items: Iterable[tuple[str, V]]) -> Versioned[V]:
         """With every one of `items` set, in one version."""
@@ -210,7 +208,7 @@ class Versioned(Generic[V]):
             old = _write(data, name, key, value)
             count += old is ABSENT
             changes.append((name, key, old))
-        return self._next(data, count, changes, [name for name, _, _ in changes])
+        return self._next(count, changes, self.touched.union([name for name, _, _ in changes]))
 
     def delete(self, key: str) -> Versioned[V]:
         """Without `key`, which must be present (KeyError otherwise)."""
@@ -219,14 +217,11 @@ class Versioned(Generic[V]):
         if key not in (data.get(name) or {}):
             raise KeyError(key)
         old = _write(data, name, key, ABSENT)
-        return self._next(data, self.count - 1, [(name, key, old)], (name,))
+        return self._next(self.count - 1, [(name, key, old)], self.touched.union((name,)))
 
     def untouched(self) -> Versioned[V]:
         """The same items with nothing touched yet (a record begins)."""
         if not self.touched:
             return self
-        return self._next(self._data(), self.count, [], ())._cleared()
-
-    def _cleared(self) -> Versioned[V]:
-        self.touched = frozenset()
-        return self
+        self._data()  # this version made the store's, which `_next` moves on from
+        return self._next(self.count, [], frozenset())
